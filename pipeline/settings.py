@@ -1,0 +1,232 @@
+"""One typed, frozen configuration model, loaded from ``config/pipeline.yaml``.
+
+The model is closed to unknown keys (a misspelt key is an error that names it). Environment
+variables override the Elasticsearch connection: ``IOLENS_ES_URL``, ``IOLENS_ES_API_KEY``,
+``IOLENS_ES_USERNAME``, ``IOLENS_ES_PASSWORD``, ``IOLENS_ES_CA_CERTS``. Nothing is loaded at import
+time; the CLI calls :func:`load_settings`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class ConfigError(Exception):
+    """A user or setup error: bad configuration, unreachable cluster. The message names the fix."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ElasticsearchSettings(_Frozen):
+    """How to reach the cluster."""
+
+    url: str = Field("http://localhost:9200", description="Elasticsearch URL (IOLENS_ES_URL).")
+    api_key: str | None = Field(None, description="API key, base64 id:key (IOLENS_ES_API_KEY).")
+    username: str | None = Field(None, description="Basic-auth user (IOLENS_ES_USERNAME).")
+    password: str | None = Field(None, description="Basic-auth password (IOLENS_ES_PASSWORD).")
+    ca_certs: str | None = Field(None, description="CA certificate file (IOLENS_ES_CA_CERTS).")
+    verify_certs: bool = Field(True, description="Verify the server's TLS certificate.")
+    request_timeout_s: float = Field(30.0, gt=0, description="Per-request timeout in seconds.")
+    namespace: str = Field(
+        "default", description="Data stream namespace: {type}-{dataset}-{namespace}."
+    )
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_ok(cls, v: str) -> str:
+        bad = set('-\\/*?"<>|,# ') | {c for c in v if c.isupper()}
+        if not v or any(c in bad for c in v) or len(v) > 100:
+            raise ValueError("must be lower case, at most 100 characters, without '-' or spaces")
+        return v
+
+
+class EmbeddedSettings(_Frozen):
+    """The embedded Elasticsearch-API development server (noida-db)."""
+
+    enabled: bool = Field(
+        True, description="Start it when nothing answers at a localhost elasticsearch.url."
+    )
+    data_dir: str = Field("var/noida-db", description="Where the embedded server keeps its data.")
+    start_timeout_s: float = Field(20.0, gt=0, description="How long to wait for it to answer.")
+
+
+DropType = Literal["fio-hist"]
+
+
+class DropSettings(_Frozen):
+    """One drop directory watched by a shipper."""
+
+    type: DropType = Field(description="Input format of the files dropped here.")
+    path: str = Field(description="Directory to watch (recursively).")
+    pattern: str = Field("*_clat_hist.*.log*", description="Glob of file names to read.")
+    host: str | None = Field(
+        None,
+        description="host.name for files here; default: the file name's host suffix, else the "
+        "first sub-directory under the drop directory, else this machine's name.",
+    )
+
+
+class ShipperSettings(_Frozen):
+    """Drop-directory watching and tailing."""
+
+    observer: Literal["native", "polling"] = Field(
+        "native",
+        description="native = inotify; polling = stat scans (needed on NFS/GPFS/Lustre, where "
+        "inotify misses writes from other nodes).",
+    )
+    poll_interval_s: float = Field(1.0, gt=0, description="Scan period of the polling observer.")
+    fingerprint_bytes: int = Field(
+        1024, ge=16, description="Leading bytes hashed into a file's identity."
+    )
+    read_chunk_bytes: int = Field(
+        4 << 20, ge=4096, description="At most this many bytes are read per file per pass."
+    )
+
+
+class FioSettings(_Frozen):
+    """fio histogram logs and their reduction (seed 000)."""
+
+    interval_ms: int = Field(1000, gt=0, description="Output interval of metrics-fio.latency.")
+    method: Literal["window", "flp"] = Field(
+        "window",
+        description="window = each record's counts go to the interval its completion window "
+        "falls in; flp = fiologparser_hist.py's time-weighting (seed 000).",
+    )
+    percentiles: tuple[float, ...] = Field(
+        (50.0, 90.0, 95.0, 99.0, 99.9), description="Percentiles stored as fio.clat_ns.pNN."
+    )
+    bins: Literal["auto", "ns", "us"] = Field(
+        "auto",
+        description="Bin layout: auto detects from the column count (1856/2^c bins = ns, fio >= "
+        "2.99); us forces the 1216-bin layout of fio 2.14 to < 2.99.",
+    )
+    group_nr: int | None = Field(
+        None, ge=1, le=64, description="Force FIO_IO_U_PLAT_GROUP_NR (29 for fio >= 2.99)."
+    )
+    run_start: datetime | None = Field(
+        None,
+        description="Wall-clock time of time 0 in job-relative logs. Default: per host, the "
+        "first log's modification time minus its last timestamp, recorded when first seen.",
+    )
+    host_offsets_ms: Mapping[str, int] = Field(
+        default_factory=dict,
+        description="Per host, ms added to its timestamps (seed 000: hosts started late).",
+    )
+    settle_s: float = Field(
+        10.0,
+        ge=0,
+        description="An interval's merged percentiles are computed once no histogram of it has "
+        "arrived for this long.",
+    )
+
+    @field_validator("percentiles")
+    @classmethod
+    def _pct_range(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if not v or any(not 0 < p < 100 for p in v):
+            raise ValueError("percentiles must lie strictly between 0 and 100")
+        return tuple(sorted(set(v)))
+
+
+class SinkSettings(_Frozen):
+    """Bulk indexing, retries, spool and dead letters."""
+
+    chunk_max_docs: int = Field(500, gt=0, description="Send a bulk request at this many docs.")
+    chunk_max_bytes: int = Field(
+        10 << 20, gt=0, description="...or at this many bytes of NDJSON."
+    )
+    flush_interval_s: float = Field(1.0, gt=0, description="...or this long after the first doc.")
+    max_retries: int = Field(8, ge=0, description="Retries of 429/5xx items before spooling.")
+    backoff_initial_s: float = Field(0.5, gt=0, description="First retry delay.")
+    backoff_max_s: float = Field(30.0, gt=0, description="Cap of the retry delay.")
+
+
+class JobsSettings(_Frozen):
+    """Scheduled jobs."""
+
+    tick_s: float = Field(5.0, gt=0, description="How often the scheduler looks for work.")
+
+
+class Settings(_Frozen):
+    """The whole configuration of one iolens instance."""
+
+    elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
+    embedded: EmbeddedSettings = Field(default_factory=EmbeddedSettings)
+    state_dir: str = Field("var/state", description="Registry, spool and dead letters.")
+    drops: tuple[DropSettings, ...] = Field((), description="Drop directories to watch.")
+    shipper: ShipperSettings = Field(default_factory=ShipperSettings)
+    fio: FioSettings = Field(default_factory=FioSettings)
+    sink: SinkSettings = Field(default_factory=SinkSettings)
+    jobs: JobsSettings = Field(default_factory=JobsSettings)
+
+
+_ENV = {
+    "IOLENS_ES_URL": "url",
+    "IOLENS_ES_API_KEY": "api_key",
+    "IOLENS_ES_USERNAME": "username",
+    "IOLENS_ES_PASSWORD": "password",
+    "IOLENS_ES_CA_CERTS": "ca_certs",
+}
+
+
+def _describe(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        lines.append(f"  {key}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def settings_from_mapping(
+    data: Mapping[str, Any], env: Mapping[str, str] | None = None, source: str = "config"
+) -> Settings:
+    """Validate a configuration mapping, applying the ``IOLENS_ES_*`` environment overrides.
+
+    Raises:
+        ConfigError: naming every offending key (``fio.interval_ms: ...``).
+    """
+    merged: dict[str, Any] = dict(data)
+    es = dict(merged.get("elasticsearch") or {})
+    for var, key in _ENV.items():
+        value = (env if env is not None else os.environ).get(var)
+        if value:
+            es[key] = value
+    if es:
+        merged["elasticsearch"] = es
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as err:
+        raise ConfigError(_describe(err, source)) from None
+
+
+def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None) -> Settings:
+    """Load the YAML file at ``path`` (defaults only when None) and validate it.
+
+    Raises:
+        ConfigError: the file is missing, is not YAML, or has a bad or unknown key.
+    """
+    if path is None:
+        return settings_from_mapping({}, env, "defaults")
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: configuration file not found (pass --config FILE)") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{p}: not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of keys")
+    return settings_from_mapping(data, env, str(p))
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`Settings` (written to ``config/schemas/pipeline.schema.json``)."""
+    return Settings.model_json_schema()
