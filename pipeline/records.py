@@ -9,6 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 DDIR_NAMES: tuple[str, ...] = ("read", "write", "trim")
 """fio's data directions by their numeric code in logs (0 = read, 1 = write, 2 = trim)."""
 
@@ -31,7 +34,7 @@ class LineRef:
     end_offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FioHistRow:
     """One record of an fio histogram log (``write_hist_log`` + ``log_hist_msec``).
 
@@ -40,20 +43,20 @@ class FioHistRow:
             job's epoch (or Unix epoch ms with ``log_unix_epoch``).
         ddir: 0 read, 1 write, 2 trim.
         bs: block size of the I/O that triggered the record (bytes).
-        bin_idx: indices of the non-empty bins, strictly increasing (coarse-bin indices).
-        counts: completions in each of those bins during the window (> 0).
+        bin_idx: indices of the non-empty bins, strictly increasing, shape ``(k,)`` int64.
+        counts: completions in each of those bins during the window (> 0), shape ``(k,)`` int64.
     """
 
     time_ms: int
     ddir: int
     bs: int
-    bin_idx: tuple[int, ...]
-    counts: tuple[int, ...]
+    bin_idx: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.int64]
 
     @property
     def samples(self) -> int:
         """Number of completions the record holds."""
-        return sum(self.counts)
+        return int(self.counts.sum())
 
 
 @dataclass(frozen=True)
