@@ -1,0 +1,257 @@
+"""On-disk spool for documents that could not be delivered while the cluster was unreachable.
+
+Layout: ``<state_dir>/spool/seg-<12-digit sequence>.ndjson``; one segment per :meth:`Spool.put`,
+one document per line::
+
+    {"index":"metrics-fio.histogram-default","_id":"Zq3...","source":{...},"refs":[{"file_key":
+    "2049:1311:9f2c...","path":"/drop/a_clat_hist.1.log","line_no":17,"end_offset":81234}]}
+
+Segments are written to a temporary name, fsync'ed and renamed into place (and the directory is
+fsync'ed), so a crash leaves either a whole segment or none. :meth:`Spool.drain` deletes a segment
+only after its documents were delivered; a crash in between re-sends them, which is harmless
+because every action is a ``create`` with a deterministic ``_id`` (a replay is a 409, elastic.md
+§6.5). This mirrors the Logstash persistent queue's page files (elastic.md §6.2).
+
+The module also holds the NDJSON codec of :class:`~pipeline.records.Document` shared with the
+dead-letter area.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from pipeline.records import Document, LineRef
+
+log = logging.getLogger(__name__)
+
+_SEGMENT = re.compile(r"^seg-(\d{12})\.ndjson$")
+
+
+def _default(obj: object) -> object:
+    """JSON fallback for values reducers put in sources: mappings, tuples, dates, numpy scalars."""
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if isinstance(obj, datetime | date):
+        return obj.isoformat()
+    if isinstance(obj, set | frozenset):
+        return sorted(obj)
+    item = getattr(obj, "item", None)  # numpy scalars and 0-d arrays
+    if callable(item):
+        return item()
+    tolist = getattr(obj, "tolist", None)  # numpy arrays
+    if callable(tolist):
+        return tolist()
+    raise TypeError(f"cannot serialise {type(obj).__name__} to JSON")
+
+
+def compact_json(obj: object) -> str:
+    """Compact JSON (no spaces, UTF-8 kept) of ``obj``, as it would travel in a bulk body.
+
+    Raises:
+        TypeError: a value has no JSON form (see :func:`_default` for what is converted).
+        ValueError: NaN or infinity (Elasticsearch rejects them; so do we, early).
+    """
+    return json.dumps(
+        obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default
+    )
+
+
+def ref_to_dict(ref: LineRef) -> dict[str, Any]:
+    """The JSON form of a :class:`LineRef`."""
+    return {
+        "file_key": ref.file_key,
+        "path": ref.path,
+        "line_no": ref.line_no,
+        "end_offset": ref.end_offset,
+    }
+
+
+def ref_from_dict(data: Mapping[str, Any]) -> LineRef:
+    """Inverse of :func:`ref_to_dict`. Raises ``KeyError``/``TypeError`` on a bad entry."""
+    return LineRef(
+        file_key=str(data["file_key"]),
+        path=str(data["path"]),
+        line_no=int(data["line_no"]),
+        end_offset=int(data["end_offset"]),
+    )
+
+
+def document_to_dict(doc: Document) -> dict[str, Any]:
+    """``{"index", "_id", "source", "refs"}`` for one document."""
+    return {
+        "index": doc.index,
+        "_id": doc.doc_id,
+        "source": doc.source,
+        "refs": [ref_to_dict(r) for r in doc.refs],
+    }
+
+
+def document_from_dict(data: Mapping[str, Any], source_key: str = "source") -> Document:
+    """Inverse of :func:`document_to_dict`; ``source_key`` names the body (dead letters use
+    ``"document"``).
+
+    Raises:
+        KeyError, TypeError, ValueError: the entry is not a document.
+    """
+    source = data[source_key]
+    if not isinstance(source, dict):
+        raise TypeError(f"{source_key!r} must be a JSON object")
+    return Document(
+        index=str(data["index"]),
+        doc_id=str(data["_id"]),
+        source=source,
+        refs=tuple(ref_from_dict(r) for r in data.get("refs", ())),
+    )
+
+
+def write_atomically(path: Path, lines: Iterable[str]) -> None:
+    """Write ``lines`` (each without its newline) to ``path`` via temp file + fsync + rename.
+
+    The directory is fsync'ed afterwards so the rename itself survives a crash.
+    """
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(line)
+            fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so that renames and unlinks in it are durable (no-op where unsupported)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class Spool:
+    """Append-only NDJSON segments of undelivered documents under ``<state_dir>/spool/``.
+
+    Thread-safe. One process should own a state directory (the shipper's lock does that).
+
+    Args:
+        root: the spool directory (created if missing).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._counts: dict[Path, int] = {}
+        for seg in self._segments():
+            self._counts[seg] = _count_lines(seg)
+        self._next_seq = 1 + max((_seq(s) for s in self._counts), default=0)
+
+    def _segments(self) -> list[Path]:
+        return sorted(p for p in self.root.iterdir() if _SEGMENT.match(p.name))
+
+    def put(self, docs: Sequence[Document]) -> Path | None:
+        """Spool ``docs`` as one new, durable segment.
+
+        Returns:
+            The segment written, or ``None`` when ``docs`` is empty.
+
+        Raises:
+            OSError: the disk refused the write (the caller must not acknowledge the documents).
+            TypeError, ValueError: a source cannot be serialised (see :func:`compact_json`).
+        """
+        if not docs:
+            return None
+        lines = [compact_json(document_to_dict(d)) for d in docs]
+        with self._lock:
+            seg = self.root / f"seg-{self._next_seq:012d}.ndjson"
+            self._next_seq += 1
+            write_atomically(seg, lines)
+            self._counts[seg] = len(lines)
+        log.info("spooled %s documents to %s", len(lines), seg)
+        return seg
+
+    def pending(self) -> int:
+        """Number of documents waiting in the spool."""
+        with self._lock:
+            return sum(self._counts.values())
+
+    def drain(self, send: Callable[[list[Document]], list[Document]]) -> int:
+        """Send the spooled documents, oldest segment first.
+
+        ``send`` receives one segment's documents and returns those still undeliverable. A fully
+        delivered segment is deleted; a partly delivered one is rewritten atomically with the
+        rest and draining stops there (the cluster is evidently still in trouble). A segment
+        that cannot be parsed is renamed to ``*.corrupt`` and reported in the log.
+
+        Returns:
+            Number of documents that left the spool (delivered, duplicate or dead-lettered by
+            ``send``).
+
+        Raises:
+            Whatever ``send`` raises; the segment is then kept as it was.
+        """
+        delivered = 0
+        with self._lock:
+            for seg in list(self._counts):
+                try:
+                    docs = _read_segment(seg)
+                except (ValueError, KeyError, TypeError) as err:
+                    bad = seg.with_name(seg.name + ".corrupt")
+                    log.error("spool segment %s is unreadable (%s); moved to %s", seg, err, bad)
+                    os.replace(seg, bad)
+                    del self._counts[seg]
+                    continue
+                remaining = send(docs)
+                delivered += len(docs) - len(remaining)
+                if not remaining:
+                    seg.unlink()
+                    fsync_dir(self.root)
+                    del self._counts[seg]
+                    continue
+                if len(remaining) < len(docs):
+                    write_atomically(seg, [compact_json(document_to_dict(d)) for d in remaining])
+                    self._counts[seg] = len(remaining)
+                break
+        if delivered:
+            log.info("delivered %s spooled documents; %s still spooled", delivered, self.pending())
+        return delivered
+
+    def iter_documents(self) -> Iterable[Document]:
+        """The spooled documents, oldest first (for inspection and tests)."""
+        with self._lock:
+            segments = list(self._counts)
+        for seg in segments:
+            yield from _read_segment(seg)
+
+
+def _seq(seg: Path) -> int:
+    m = _SEGMENT.match(seg.name)
+    return int(m.group(1)) if m else 0
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def _read_segment(path: Path) -> list[Document]:
+    docs: list[Document] = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                docs.append(document_from_dict(json.loads(line)))
+    return docs

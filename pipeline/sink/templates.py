@@ -1,0 +1,177 @@
+"""Index templates, component templates and the ILM policy: JSON files in ``mappings/``.
+
+One file per object, named by kind (elastic.md §1.1, §1.3)::
+
+    component_template.<name>.json   PUT _component_template/<name>
+    index_template.<name>.json       PUT _index_template/<name>
+    ilm_policy.<name>.json           PUT _ilm/policy/<name>
+
+:func:`install` puts the ILM policies first (when the cluster has ILM), then component templates,
+then index templates (an index template may only name component templates that exist, except
+those listed in ``ignore_missing_component_templates``). On a cluster without ILM the
+``index.lifecycle.name`` setting is removed from component templates before they are sent, and
+this is said once.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from elasticsearch import ApiError, Elasticsearch
+
+import pipeline
+from pipeline.settings import ConfigError
+from pipeline.sink.capabilities import Capabilities
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["component", "index", "ilm"]
+_PREFIXES: dict[str, Kind] = {
+    "component_template": "component",
+    "index_template": "index",
+    "ilm_policy": "ilm",
+}
+_ORDER: dict[Kind, int] = {"ilm": 0, "component": 1, "index": 2}
+_LIFECYCLE = "index.lifecycle.name"
+
+
+@dataclass(frozen=True)
+class TemplateObject:
+    """One object to PUT.
+
+    Attributes:
+        kind: ``component`` / ``index`` template or ``ilm`` policy.
+        name: its name (the file name without kind prefix and ``.json``).
+        body: the request body, exactly as in the file.
+        path: the file it came from.
+    """
+
+    kind: Kind
+    name: str
+    body: dict[str, Any]
+    path: Path
+
+
+def mappings_dir() -> Path:
+    """The repository's ``mappings/`` directory (next to the ``pipeline`` package).
+
+    Raises:
+        ConfigError: it does not exist (e.g. a non-editable install without the repository).
+    """
+    path = Path(pipeline.__file__).resolve().parent.parent / "mappings"
+    if not path.is_dir():
+        raise ConfigError(
+            f"{path}: the mappings directory is missing; run iolens from a checkout of the "
+            "repository (pip install -e .) so that mappings/*.json are available"
+        )
+    return path
+
+
+def load_templates(directory: Path | None = None) -> list[TemplateObject]:
+    """Read every ``<kind>.<name>.json`` in ``directory`` (default :func:`mappings_dir`).
+
+    Returns:
+        The objects in install order: ILM policies, component templates, index templates, each
+        group sorted by name. Files with another prefix are skipped with a warning.
+
+    Raises:
+        ConfigError: a file is not valid JSON or its top level is not an object.
+    """
+    directory = mappings_dir() if directory is None else directory
+    objects: list[TemplateObject] = []
+    for path in sorted(directory.glob("*.json")):
+        prefix, _, rest = path.name.partition(".")
+        kind = _PREFIXES.get(prefix)
+        if kind is None or not rest.endswith(".json"):
+            log.warning("%s: not <kind>.<name>.json with a known kind; skipped", path)
+            continue
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"{path}: not valid JSON: {err}") from None
+        if not isinstance(body, dict):
+            raise ConfigError(f"{path}: the top level must be a JSON object")
+        objects.append(TemplateObject(kind, rest.removesuffix(".json"), body, path))
+    objects.sort(key=lambda o: (_ORDER[o.kind], o.name))
+    return objects
+
+
+def without_lifecycle(body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A copy of a component-template body without ``index.lifecycle.name``.
+
+    Handles both the flat (``"index.lifecycle.name"``) and nested (``index.lifecycle.name`` as
+    objects) spellings. Returns the copy and whether anything was removed.
+    """
+    out = copy.deepcopy(body)
+    settings = out.get("template", {}).get("settings")
+    if not isinstance(settings, dict):
+        return out, False
+    removed = settings.pop(_LIFECYCLE, None) is not None
+    index = settings.get("index")
+    if isinstance(index, dict):
+        removed |= index.pop("lifecycle.name", None) is not None
+        lifecycle = index.get("lifecycle")
+        if isinstance(lifecycle, dict):
+            removed |= lifecycle.pop("name", None) is not None
+            if not lifecycle:
+                del index["lifecycle"]
+    return out, removed
+
+
+def _put(client: Elasticsearch, obj: TemplateObject, body: dict[str, Any]) -> None:
+    if obj.kind == "ilm":
+        client.ilm.put_lifecycle(name=obj.name, body=body)
+    elif obj.kind == "component":
+        client.cluster.put_component_template(name=obj.name, body=body)
+    else:
+        client.indices.put_index_template(name=obj.name, body=body)
+
+
+def install(
+    client: Elasticsearch, objects: Sequence[TemplateObject], caps: Capabilities
+) -> list[str]:
+    """PUT ``objects`` in install order (ILM, component, index), adapting to ``caps``.
+
+    Returns:
+        One message per object installed or skipped, plus one about ILM when it is missing.
+
+    Raises:
+        ConfigError: the cluster rejected an object; the message names the file and the error.
+    """
+    messages: list[str] = []
+    stripped = False
+    for obj in sorted(objects, key=lambda o: (_ORDER[o.kind], o.name)):
+        body = obj.body
+        if obj.kind == "ilm" and not caps.ilm:
+            messages.append(f"skipped ILM policy {obj.name}: the cluster has no ILM")
+            continue
+        if obj.kind == "component" and not caps.ilm:
+            body, removed = without_lifecycle(body)
+            stripped |= removed
+        try:
+            _put(client, obj, body)
+        except ApiError as err:
+            raise ConfigError(
+                f"{obj.path}: the cluster rejected {obj.kind} {obj.name}: HTTP "
+                f"{err.status_code}: {err.body}. Fix the file and run setup again"
+            ) from None
+        version = body.get("version")
+        what = {"ilm": "ILM policy", "component": "component template", "index": "index template"}
+        messages.append(
+            f"installed {what[obj.kind]} {obj.name}"
+            + (f" (version {version})" if version is not None else "")
+        )
+    if stripped:
+        messages.append(
+            f"ILM is not available: removed {_LIFECYCLE} from the settings component; "
+            "index lifecycle is not managed and retention must be handled by hand"
+        )
+    for msg in messages:
+        log.info("%s", msg)
+    return messages
