@@ -1,0 +1,153 @@
+"""Tailing: read only complete lines from a file that may still be written.
+
+fio writes its histogram logs while the job runs, so the last line of a file is often incomplete.
+Like Filebeat's filestream reader (elastic.md §6.1) the tailer returns only newline-terminated
+lines, reports where the next read starts, and notices truncation (the file is now shorter than
+the committed offset), after which the caller resets the registry entry and reads from 0.
+
+Compressed inputs (``*.gz``) cannot be tailed: they are read whole once complete, by
+:func:`read_gzip_lines`, and their offsets are positions in the *decompressed* stream; the registry
+stores those decompressed offsets for ``.gz`` files.
+
+Lines are returned as raw bytes without their ``\\n`` (a ``\\r`` before it is kept; decoding and
+stripping belong to the parser).
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+log = logging.getLogger(__name__)
+
+OpenFn = Callable[..., IO[Any]]
+
+_EXTEND_BYTES = 64 << 10
+"""Read step used to finish a line longer than ``max_bytes``."""
+
+
+@dataclass(frozen=True)
+class TailChunk:
+    """Complete lines read from one file.
+
+    Attributes:
+        lines: the lines in file order, without the trailing newline.
+        end_offsets: for each line, the byte offset just past its newline (what the registry may
+            commit once the line is acknowledged; ``LineRef.end_offset``).
+        next_offset: where the next read starts: the last end offset, or the start offset if no
+            complete line was found; 0 when ``truncated``.
+        truncated: the file is shorter than the requested offset; nothing was read and the caller
+            should reset the file's registry entry and read again from 0.
+    """
+
+    lines: tuple[bytes, ...]
+    end_offsets: tuple[int, ...]
+    next_offset: int
+    truncated: bool = False
+
+
+def split_complete_lines(data: bytes, start_offset: int) -> TailChunk:
+    """Split ``data`` read at ``start_offset`` into its newline-terminated lines.
+
+    Bytes after the last newline (an incomplete line) are left out.
+
+    Returns:
+        The lines with their absolute end offsets; ``next_offset`` is just past the last newline.
+    """
+    last_newline = data.rfind(b"\n")
+    if last_newline < 0:
+        return TailChunk((), (), start_offset)
+    lines = tuple(data[: last_newline + 1].split(b"\n")[:-1])
+    end_offsets: list[int] = []
+    pos = start_offset
+    for line in lines:
+        pos += len(line) + 1
+        end_offsets.append(pos)
+    return TailChunk(lines, tuple(end_offsets), pos)
+
+
+def read_complete_lines(
+    path: str | os.PathLike[str], offset: int, max_bytes: int, *, open_: OpenFn = open
+) -> TailChunk:
+    """Read the complete lines of ``path`` that start at or after ``offset``.
+
+    Reads about ``max_bytes`` (``shipper.read_chunk_bytes``) but always returns at least one
+    complete line if there is one, however long (fio histogram lines are 5–15 KB); an incomplete
+    last line is never returned: it is read again, whole, on a later call.
+
+    Args:
+        path: a plain (not compressed) file.
+        offset: byte offset of the start of a line (0 or a committed ``end_offset``), >= 0.
+        max_bytes: read budget in bytes, > 0.
+        open_: ``open`` or a fake, called as ``open_(path, "rb")``.
+
+    Returns:
+        The lines; with ``truncated=True`` (and no lines) when the file is shorter than ``offset``.
+
+    Raises:
+        ValueError: ``offset`` is negative or ``max_bytes`` is not positive.
+        OSError: the file cannot be opened or read (FileNotFoundError if it vanished).
+    """
+    if offset < 0 or max_bytes <= 0:
+        raise ValueError(f"need offset >= 0 and max_bytes > 0, got {offset} and {max_bytes}")
+    with open_(os.fspath(path), "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < offset:
+            log.info("%s is shorter (%s bytes) than offset %s: truncated", path, size, offset)
+            return TailChunk((), (), 0, truncated=True)
+        f.seek(offset)
+        data = f.read(max_bytes)
+        if b"\n" not in data and len(data) == max_bytes:
+            parts = [data]
+            while True:
+                more = f.read(_EXTEND_BYTES)
+                parts.append(more)
+                if not more or b"\n" in more:
+                    break
+            data = b"".join(parts)
+            # Only that line (none if incomplete yet); the rest waits for the next call.
+            data = data[: data.find(b"\n") + 1]
+    return split_complete_lines(data, offset)
+
+
+def read_gzip_lines(
+    path: str | os.PathLike[str], offset: int = 0, *, open_: OpenFn = gzip.open
+) -> TailChunk:
+    """Read all lines of a complete gzip file, after decompressed offset ``offset``.
+
+    The file is taken to be complete (the caller waits until it is stable), so a last line without
+    a newline is a line too; its end offset is the decompressed size.
+
+    Args:
+        path: a ``.gz`` file.
+        offset: decompressed byte offset of the start of a line (0, or a committed end offset).
+        open_: ``gzip.open`` or a fake, called as ``open_(path, "rb")``.
+
+    Returns:
+        The lines with end offsets in *decompressed* bytes; ``truncated=True`` (and no lines) when
+        the decompressed stream is shorter than ``offset`` (the file was replaced by a shorter one).
+
+    Raises:
+        ValueError: ``offset`` is negative.
+        EOFError: the file ends before its gzip end-of-stream marker (still being written, or cut).
+        gzip.BadGzipFile: the file is not gzip data.
+        OSError: the file cannot be opened or read.
+    """
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    with open_(os.fspath(path), "rb") as f:
+        data = f.read()
+    if len(data) < offset:
+        log.info("%s decompresses to %s bytes, less than offset %s", path, len(data), offset)
+        return TailChunk((), (), 0, truncated=True)
+    rest = data[offset:]
+    if rest and not rest.endswith(b"\n"):
+        rest += b"\n"
+        chunk = split_complete_lines(rest, offset)
+        # The synthetic newline does not exist in the stream: the last line ends at len(data).
+        return TailChunk(chunk.lines, (*chunk.end_offsets[:-1], len(data)), len(data))
+    return split_complete_lines(rest, offset)
