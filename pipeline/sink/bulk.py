@@ -329,10 +329,9 @@ class BulkSink:
         A whole-request error status is spread over the chunk's items.
         """
         operations: list[Mapping[str, Any]] = []
-        for doc in docs:
-            action, source, _ = expand(doc)
-            operations.append(action)
-            operations.append(source)
+        for doc in docs:  # already measured (and so known to serialise) by expand()
+            operations.append({"create": {"_index": doc.index, "_id": doc.doc_id}})
+            operations.append(doc.source)
         try:
             response = self._client.bulk(operations=operations, filter_path=FILTER_PATH)
         except ApiError as err:

@@ -121,12 +121,18 @@ class EmbeddedServer:
                 this process (stop it with :func:`stop_detached`).
 
         Raises:
-            ConfigError: the binary is missing, the process exited, or it did not answer within
-                ``timeout_s``; the message quotes the tail of its output.
+            ConfigError: something already answers on the port, the binary is missing, the
+                process exited, or it did not answer within ``timeout_s``; the message quotes
+                the tail of its output.
             RuntimeError: already started.
         """
         if self._proc is not None:
             raise RuntimeError("EmbeddedServer.start() called twice")
+        if ping_url(self.url + "/", timeout=1.0):
+            raise ConfigError(
+                f"cannot start the embedded Elasticsearch-API server: something already answers "
+                f"at {self.url}. Fix: use that server (elasticsearch.url) or pick another port"
+            )
         binary = noida_binary()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.data_dir / LOG_NAME

@@ -1,0 +1,236 @@
+"""mappings/*.json, their installation, and capability detection on the embedded server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from elasticsearch import Elasticsearch
+
+from pipeline.settings import ConfigError
+from pipeline.sink.capabilities import PROBE_INDEX, Capabilities, detect
+from pipeline.sink.templates import install, load_templates, mappings_dir, without_lifecycle
+
+MAPPINGS = mappings_dir()
+NO_ILM = Capabilities("8.15.3", ilm=False, data_stream_admin=False, percentiles_agg=False)
+
+
+def props(name: str) -> dict[str, Any]:
+    body = json.loads((MAPPINGS / f"component_template.{name}.json").read_text(encoding="utf-8"))
+    result: dict[str, Any] = body["template"]["mappings"]["properties"]
+    return result
+
+
+def flatten(properties: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in properties.items():
+        if "properties" in value:
+            out.update(flatten(value["properties"], f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value["type"]
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(MAPPINGS.glob("*.json")), ids=lambda p: p.name)
+def test_every_mapping_file_is_a_json_object(path: Path) -> None:
+    assert isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+
+
+def test_load_templates_orders_ilm_component_index() -> None:
+    objects = load_templates()
+    assert [(o.kind, o.name) for o in objects] == [
+        ("ilm", "iolens-metrics"),
+        ("component", "iolens-ecs@mappings"),
+        ("component", "iolens@settings"),
+        ("component", "metrics-fio.histogram@package"),
+        ("component", "metrics-fio.latency@package"),
+        ("index", "metrics-fio.histogram"),
+        ("index", "metrics-fio.latency"),
+    ]
+
+
+@pytest.mark.parametrize("stream", ["metrics-fio.histogram", "metrics-fio.latency"])
+def test_index_templates_follow_the_conventions(stream: str) -> None:
+    [tpl] = [o for o in load_templates() if o.kind == "index" and o.name == stream]
+    body = tpl.body
+    assert body["index_patterns"] == [f"{stream}-*"]
+    assert body["data_stream"] == {}
+    assert body["priority"] >= 200
+    assert body["composed_of"] == [
+        "iolens-ecs@mappings",
+        "iolens@settings",
+        f"{stream}@package",
+        f"{stream}@custom",
+    ]
+    assert body["ignore_missing_component_templates"] == [f"{stream}@custom"]
+    assert body["_meta"]["managed_by"] == "iolens"
+    assert body["version"] >= 1
+    own = props(f"{stream}@package")
+    assert (own["fio"]["dynamic"], own["iolens"]["dynamic"]) == ("strict", "strict")
+
+
+def test_histogram_stream_fields() -> None:
+    assert flatten(props("metrics-fio.histogram@package")) == {
+        "fio.job": "keyword",
+        "fio.ddir": "keyword",
+        "fio.bs": "long",
+        "fio.log.time_ms": "long",
+        "fio.log.line": "long",
+        "fio.window.start_ms": "long",
+        "fio.window.end_ms": "long",
+        "fio.interval.start_ms": "long",
+        "fio.interval.end_ms": "long",
+        "fio.interval.ms": "long",
+        "fio.bins.count": "integer",
+        "fio.bins.unit": "keyword",
+        "fio.bins.coarseness": "integer",
+        "fio.clat_ns.histogram": "histogram",
+        "fio.clat_ns.samples": "long",
+        **{
+            f"fio.clat_ns.{k}": "double"
+            for k in ("min", "max", "mean", "p50", "p90", "p95", "p99", "p99_9")
+        },
+        "iolens.run": "keyword",
+        "iolens.method": "keyword",
+    }
+
+
+def test_latency_stream_fields() -> None:
+    assert flatten(props("metrics-fio.latency@package")) == {
+        "fio.job": "keyword",
+        "fio.ddir": "keyword",
+        "fio.interval.start_ms": "long",
+        "fio.interval.end_ms": "long",
+        "fio.interval.ms": "long",
+        "fio.clat_ns.samples": "long",
+        **{
+            f"fio.clat_ns.{k}": "double"
+            for k in ("min", "max", "mean", "p50", "p90", "p95", "p99", "p99_9")
+        },
+        "fio.records": "long",
+        "iolens.scope": "keyword",
+        "iolens.method": "keyword",
+    }
+
+
+def test_settings_keep_malformed_values_visible() -> None:
+    [settings] = [o for o in load_templates() if o.name == "iolens@settings"]
+    assert settings.body["template"]["settings"]["index.mapping.ignore_malformed"] is False
+    assert settings.body["template"]["settings"]["index.lifecycle.name"] == "iolens-metrics"
+
+
+def test_without_lifecycle_handles_flat_and_nested_settings() -> None:
+    flat = {"template": {"settings": {"index.lifecycle.name": "p", "index.codec": "x"}}}
+    nested = {"template": {"settings": {"index": {"lifecycle": {"name": "p"}, "codec": "x"}}}}
+    assert without_lifecycle(flat) == ({"template": {"settings": {"index.codec": "x"}}}, True)
+    assert without_lifecycle(nested) == (
+        {"template": {"settings": {"index": {"codec": "x"}}}},
+        True,
+    )
+    assert without_lifecycle({"template": {}}) == ({"template": {}}, False)
+    assert flat["template"]["settings"]["index.lifecycle.name"] == "p"  # input untouched
+
+
+def test_bad_json_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "index_template.broken.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"index_template\.broken\.json: not valid JSON"):
+        load_templates(tmp_path)
+
+
+def test_unknown_prefixes_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "notes.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "ilm_policy.p.json").write_text('{"policy": {}}', encoding="utf-8")
+    assert [(o.kind, o.name) for o in load_templates(tmp_path)] == [("ilm", "p")]
+
+
+@pytest.mark.integration
+def test_detect_on_the_embedded_server(es_client: Elasticsearch) -> None:
+    caps = detect(es_client)
+    assert (caps.version, caps.ilm, caps.data_stream_admin, caps.percentiles_agg) == (
+        "8.15.3",
+        False,
+        False,
+        False,
+    )
+    assert caps.messages == (
+        "ILM is not available on this cluster (noida-db 8.15 API subset): index lifecycle is "
+        "not managed; retention must be handled by hand",
+        "the data-stream admin API (/_data_stream) is not available on this cluster (noida-db "
+        "8.15 API subset): data streams are still created from the index templates, but cannot "
+        "be listed or rolled over by name",
+        "the percentiles aggregation is not available on this cluster (noida-db 8.15 API "
+        "subset): iolens computes percentiles from the stored histograms instead",
+    )
+    assert not es_client.indices.exists(index=PROBE_INDEX)
+
+
+@pytest.mark.integration
+def test_detect_on_an_unreachable_cluster_raises_config_error() -> None:
+    client = Elasticsearch("http://127.0.0.1:1", max_retries=0)
+    try:
+        with pytest.raises(ConfigError, match="GET /"):
+            detect(client)
+    finally:
+        client.close()
+
+
+@pytest.mark.integration
+def test_install_then_strict_mapping_rejects_unknown_fields(es_client: Elasticsearch) -> None:
+    messages = install(es_client, load_templates(), NO_ILM)
+    assert messages == [
+        "skipped ILM policy iolens-metrics: the cluster has no ILM",
+        "installed component template iolens-ecs@mappings (version 1)",
+        "installed component template iolens@settings (version 1)",
+        "installed component template metrics-fio.histogram@package (version 1)",
+        "installed component template metrics-fio.latency@package (version 1)",
+        "installed index template metrics-fio.histogram (version 1)",
+        "installed index template metrics-fio.latency (version 1)",
+        "ILM is not available: removed index.lifecycle.name from the settings component; "
+        "index lifecycle is not managed and retention must be handled by hand",
+    ]
+    got = es_client.cluster.get_component_template(name="iolens@settings")
+    settings = got["component_templates"][0]["component_template"]["template"]["settings"]
+    assert "lifecycle" not in settings.get("index", {})
+
+    index = "metrics-fio.latency-tpl"
+    ok = {
+        "@timestamp": "2025-01-01T00:00:00Z",
+        "fio": {"job": "j", "ddir": "mixed", "clat_ns": {"p99": 12.5}},
+        "iolens": {"scope": "cluster", "method": "window"},
+    }
+    bad_fio = {"@timestamp": "2025-01-01T00:00:01Z", "fio": {"jobname": "j"}}
+    bad_iolens = {"@timestamp": "2025-01-01T00:00:02Z", "iolens": {"host": "h"}}
+    resp = es_client.bulk(
+        operations=[
+            {"create": {"_index": index, "_id": "a"}},
+            ok,
+            {"create": {"_index": index, "_id": "b"}},
+            bad_fio,
+            {"create": {"_index": index, "_id": "c"}},
+            bad_iolens,
+        ],
+    )
+    items = [i["create"] for i in resp["items"]]
+    assert [i["status"] for i in items] == [201, 400, 400]
+    assert [i.get("error", {}).get("type") for i in items] == [
+        None,
+        "strict_dynamic_mapping_exception",
+        "strict_dynamic_mapping_exception",
+    ]
+    mapping = es_client.indices.get_mapping(index=index)[index]["mappings"]["properties"]
+    assert mapping["fio"]["properties"]["clat_ns"]["properties"]["p99"] == {"type": "double"}
+    assert mapping["data_stream"]["properties"]["namespace"] == {"type": "constant_keyword"}
+
+
+@pytest.mark.integration
+def test_install_names_the_file_the_cluster_rejects(
+    es_client: Elasticsearch, tmp_path: Path
+) -> None:
+    (tmp_path / "index_template.bad.json").write_text(
+        json.dumps({"index_patterns": ["bad-*"], "composed_of": ["does-not-exist"]}),
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"index_template\.bad\.json: the cluster rejected"):
+        install(es_client, load_templates(tmp_path), NO_ILM)
