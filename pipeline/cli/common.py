@@ -59,3 +59,31 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         es = settings.elasticsearch.model_copy(update={"url": args.es_url})
         settings = settings.model_copy(update={"elasticsearch": es})
     return settings
+
+
+class Cluster:
+    """The cluster a command talks to: a client, plus the embedded server if one was started.
+
+    Use as a context manager; a server started without ``detach`` is stopped on exit.
+    """
+
+    def __init__(self, settings: Settings, *, detach: bool = False, embedded: bool = True) -> None:
+        from pipeline.sink.client import make_client
+        from pipeline.sink.embedded import ensure_cluster
+
+        emb = settings.embedded
+        if not embedded:
+            emb = emb.model_copy(update={"enabled": False})
+        self.url, self.server = ensure_cluster(
+            settings.elasticsearch, emb, logging.getLogger("iolens"), detach=detach
+        )
+        self.detached = detach
+        self.client = make_client(settings.elasticsearch, self.url)
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+        if self.server is not None and not self.detached:
+            self.server.stop()

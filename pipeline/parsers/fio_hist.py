@@ -17,10 +17,8 @@ This module is pure: it turns bytes into :class:`~pipeline.records.FioHistRow` a
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -32,38 +30,6 @@ from pipeline.reducers.fio_bins import BinLayout, layout_for_bins
 
 HEADER_FIELDS = 3  # time_ms, ddir, bs
 EPOCH_MS_THRESHOLD = 10**12  # timestamps above this are Unix epoch ms (log_unix_epoch)
-
-_NAME_RE = re.compile(r"^(?P<prefix>.*)_clat_hist\.(?P<job>\d+)\.log(?:\.(?P<host>[^/]+?))?$")
-
-
-@dataclass(frozen=True)
-class FioLogName:
-    """What a histogram log's file name says: ``<prefix>_clat_hist.<job>.log[.<host>]``.
-
-    fio names per-job logs ``<prefix>_clat_hist.<thread>.log`` (``init.c`` ``gen_log_name``);
-    CBT appends the client host (seed 000: ``output.0_clat_hist.2.log.gprfc073``). A trailing
-    ``.gz`` is not part of the host.
-    """
-
-    prefix: str
-    job: str
-    host: str | None
-
-
-def parse_log_name(name: str) -> FioLogName:
-    """Split a histogram log's base name into prefix, job number and optional host suffix.
-
-    Raises:
-        ValueError: the name is not ``<prefix>_clat_hist.<job>.log[.<host>][.gz]``.
-    """
-    base = name[:-3] if name.endswith(".gz") else name
-    m = _NAME_RE.match(base)
-    if m is None:
-        raise ValueError(
-            f"{name!r} is not an fio histogram log name (<prefix>_clat_hist.<job>.log[.<host>])"
-        )
-    return FioLogName(prefix=m["prefix"], job=m["job"], host=m["host"])
-
 
 def split_fields(line: bytes, path: str, line_no: int) -> npt.NDArray[np.int64]:
     """Parse one line into its integer fields, shape ``(3 + nbins,)``.

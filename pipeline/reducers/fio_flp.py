@@ -300,3 +300,21 @@ def flp_rows(
     if opts.noweight:
         return unweighted_intervals(streams, layout, opts)
     return weighted_intervals(streams, layout, opts)
+
+
+def weighted_interval(
+    rows: Iterable[FioHistRow], layout: BinLayout, opts: FlpOptions, start: float, end: float
+) -> list[FlpStats]:
+    """One interval of the weighted mode over rows already in merge order (time, then file).
+
+    Used by the pipeline's ``flp`` method, where rows come from indexed histogram documents.
+    Pass the rows the script would hold for this interval: ``start < t`` and
+    ``t < end + max_latency``.
+    """
+    bv = _BinVals(layout, opts)
+    half = 0.5 * opts.interval_ms
+    held = []
+    for r in rows:
+        s_min = (r.time_ms - half) - bv.vals_ms[r.bin_idx[-1]] if r.bin_idx.size else np.inf
+        held.append(_Row(r.time_ms, r.ddir, r.bin_idx, r.counts, float(s_min)))
+    return list(_weighted_interval(bv, opts, held, start, end))

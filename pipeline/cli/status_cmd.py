@@ -1,0 +1,62 @@
+"""``iolens status``: registry, spool and dead letters, cluster reachability and capabilities."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from pipeline.cli.common import settings_from_args
+from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.shippers.registry import Registry
+from pipeline.sink.capabilities import detect
+from pipeline.sink.client import make_client, ping_url
+from pipeline.sink.deadletter import DeadLetters
+from pipeline.sink.spool import Spool
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(name, help="show registry, spool, dead letters and the cluster",
+                       description=__doc__)
+    p.add_argument("--state-dir", help="state directory (default: state_dir of the config)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the status; exit 0 even when the cluster is down (that is what status is for)."""
+    settings = settings_from_args(args)
+    state = Path(args.state_dir or settings.state_dir)
+    console = Console()
+    table = Table(title=f"registry {state / 'registry.sqlite'}")
+    for col in ("path", "offset", "lines", "generation"):
+        table.add_column(col)
+    if (state / "registry.sqlite").exists():
+        reg = Registry(state / "registry.sqlite")
+        for st in reg.all():
+            table.add_row(st.path, str(st.offset), str(st.line_no), str(st.generation))
+        reg.close()
+    console.print(table)
+    spool = Spool(state / "spool")
+    dead = DeadLetters(state / "deadletter")
+    console.print(f"spool: {spool.pending()} documents waiting for the cluster")
+    counts = dead.count()
+    console.print("dead letters: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if (state / "jobs.sqlite").exists():
+        dirty = DirtyIntervals(state / "jobs.sqlite")
+        console.print(f"intervals waiting for merged percentiles: {dirty.count()}")
+        dirty.close()
+    url = settings.elasticsearch.url
+    if not ping_url(url, timeout=5.0):
+        console.print(f"cluster: nothing answers at {url}")
+        return 0
+    client = make_client(settings.elasticsearch)
+    caps = detect(client)
+    console.print(f"cluster: {url} answers, Elasticsearch API {caps.version}")
+    for name in ("ilm", "data_stream_admin", "percentiles_agg"):
+        console.print(f"  {name}: {'yes' if getattr(caps, name) else 'no'}")
+    for msg in caps.messages:
+        console.print(f"  {msg}")
+    client.close()
+    return 0

@@ -1,0 +1,231 @@
+"""Scheduled job: merged (cluster, host, job) latency percentiles per interval.
+
+For every output interval whose histogram documents have settled (no new one for
+``fio.settle_s``), the job reads all ``metrics-fio.histogram`` documents of that interval back
+from Elasticsearch, whichever shipper wrote them, merges their histograms per scope and
+direction (seed 000: merge statistics, not samples) and indexes one ``metrics-fio.latency``
+document per scope x direction. With ``fio.method: flp`` the records around the interval are
+run through fiologparser_hist.py's time-weighting instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipeline.records import DDIR_NAMES, Document, FioHistRow, LineRef
+from pipeline.reducers.fio_bins import BinLayout
+from pipeline.reducers.fio_flp import FlpOptions, weighted_interval
+from pipeline.reducers.fio_window import IntervalMerger, histogram_stats, percentile_key
+from pipeline.reducers.histogram import LatencyHistogram
+from pipeline.settings import FioSettings
+from pipeline.sink.documents import (
+    HISTOGRAM_DATASET,
+    DocContext,
+    LatencyKey,
+    latency_document,
+    stream_name,
+)
+from pipeline.jobs.intervals import DirtyIntervals
+
+log = logging.getLogger(__name__)
+
+JOB_KEY = "job:fio.latency"
+"""``LineRef.file_key`` of the job's documents, so acknowledgements find their way back."""
+
+FLP_LOOKAHEAD_MS = 20_000  # fiologparser's default --max_latency, in ms
+HIT_FIELDS = ["@timestamp", "host.name", "log.file.path", "fio"]
+
+Search = Callable[[str, Mapping[str, Any], Sequence[Mapping[str, Any]]], Iterable[Mapping[str, Any]]]
+"""``(index, query, sort) -> hits``: :func:`pipeline.sink.search.iter_hits` bound to a client."""
+
+DIR_CODE_NAMES = {"m": "mixed", "r": "read", "w": "write", "t": "trim"}
+
+
+def layout_of(fio: Mapping[str, Any]) -> BinLayout:
+    """The bin layout a histogram document was written with (``fio.bins``)."""
+    bins = fio["bins"]
+    unit = bins["unit"]
+    coarse = int(bins["coarseness"])
+    group_nr = int(bins["count"]) * (1 << coarse) // 64
+    return BinLayout(group_nr=group_nr, coarseness=coarse, unit=unit)
+
+
+def sparse_bins(fio: Mapping[str, Any], layout: BinLayout) -> tuple[np.ndarray, np.ndarray]:
+    """Bin indices and counts of a document's ``fio.clat_ns.histogram`` (values are midpoints).
+
+    Raises:
+        ValueError: a value is not a bucket midpoint of ``layout``.
+    """
+    hist = fio.get("clat_ns", {}).get("histogram")
+    if not hist:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    values = np.asarray(hist["values"], dtype=np.float64)
+    idx = np.searchsorted(layout.midpoints_ns, values)
+    if np.any(idx >= layout.nbins) or np.any(layout.midpoints_ns[np.minimum(idx, layout.nbins - 1)] != values):
+        raise ValueError("histogram values are not bucket midpoints of the document's layout")
+    return idx.astype(np.int64), np.asarray(hist["counts"], dtype=np.int64)
+
+
+@dataclass
+class FioLatencyJob:
+    """Computes due intervals and hands the documents to the sink.
+
+    Args:
+        search: paged search (see :data:`Search`).
+        emit: adds a document to the sink.
+        dirty: the durable list of due intervals.
+        fio: fio settings (method, percentiles, settle time).
+        ctx: document context (namespace).
+        clock: wall-clock seconds.
+        refresh: makes a data stream's recent writes searchable (before reading them back).
+    """
+
+    search: Search
+    emit: Callable[[Document], None]
+    dirty: DirtyIntervals
+    fio: FioSettings
+    ctx: DocContext
+    clock: Callable[[], float] = time.time
+    refresh: Callable[[str], None] = lambda index: None
+    _pending: dict[tuple[int, int], tuple[int, float]] = field(default_factory=dict)
+    computed: int = 0
+
+    def run(self, force: bool = False) -> int:
+        """Compute every due interval; returns how many were computed."""
+        n = 0
+        due = self.dirty.due(self.fio.settle_s, force)
+        if due:
+            self.refresh(stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace))
+        for item in due:
+            if item in self._pending:
+                continue
+            interval_ms, start = item
+            began = self.clock()
+            docs = list(self.compute(interval_ms, start))
+            if not docs:
+                self.dirty.clear(item, began)
+                continue
+            self._pending[item] = (len(docs), began)
+            for d in docs:
+                self.emit(d)
+            n += 1
+        self.computed += n
+        return n
+
+    def acknowledged(self, refs: Iterable[LineRef]) -> None:
+        """Clear an interval once all of its documents are acknowledged."""
+        for ref in refs:
+            item = (ref.line_no, ref.end_offset)
+            left, began = self._pending.get(item, (0, 0.0))
+            if left <= 1:
+                self._pending.pop(item, None)
+                self.dirty.clear(item, began)
+            else:
+                self._pending[item] = (left - 1, began)
+
+    def _hits(self, query: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+        index = stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace)
+        sort = [{"fio.window.end_ms": "asc"}, {"host.name": "asc"},
+                {"log.file.path": "asc"}, {"fio.log.line": "asc"}]
+        return iter(self.search(index, query, sort))
+
+    def compute(self, interval_ms: int, start: int) -> Iterator[Document]:
+        """The latency documents of one interval (nothing if it has no histogram documents)."""
+        if self.fio.method == "flp":
+            yield from self._compute_flp(interval_ms, start)
+            return
+        query = {"bool": {"filter": [
+            {"term": {"fio.interval.start_ms": start}},
+            {"term": {"fio.interval.ms": interval_ms}},
+        ]}}
+        merger: IntervalMerger | None = None
+        skipped = 0
+        for hit in self._hits(query):
+            src = hit["_source"]
+            fio = src["fio"]
+            layout = layout_of(fio)
+            if merger is None:
+                merger = IntervalMerger(layout)
+            elif layout != merger.layout:
+                skipped += 1
+                continue
+            idx, cnt = sparse_bins(fio, layout)
+            host = src["host"]["name"]
+            job = f"{host}/{fio['job']}"
+            for scope, value in (("cluster", ""), ("host", host), ("job", job)):
+                for ddir in (fio["ddir"], "mixed"):
+                    merger.add_sparse((scope, value, ddir, start), idx, cnt)
+        if skipped:
+            log.warning("interval %s: %s histogram documents with another bin layout were left "
+                        "out of the merge", start, skipped)
+        if merger is None:
+            return
+        created = self.clock() * 1000
+        ref = LineRef(JOB_KEY, "", interval_ms, start)
+        for key, records in sorted(merger.records.items()):
+            scope, value, ddir, _ = key
+            stats = histogram_stats(merger.histogram(key), self.fio.percentiles)
+            yield latency_document(self.ctx, self._key(scope, value, ddir, start, interval_ms),
+                                   stats, records, created, (ref,))
+
+    def _key(self, scope: str, value: str, ddir: str, start: int, interval_ms: int) -> LatencyKey:
+        host = value.split("/", 1)[0] if scope != "cluster" else None
+        job = value.split("/", 1)[1] if scope == "job" else None
+        return LatencyKey(scope, host, job, ddir, start, interval_ms, self.fio.method)
+
+    def _compute_flp(self, interval_ms: int, start: int) -> Iterator[Document]:
+        end = start + interval_ms
+        query = {"range": {"fio.window.end_ms": {"gt": start, "lt": end + FLP_LOOKAHEAD_MS}}}
+        streams: dict[tuple[str, str], list[FioHistRow]] = defaultdict(list)
+        layout: BinLayout | None = None
+        for hit in self._hits(query):
+            src = hit["_source"]
+            fio = src["fio"]
+            lay = layout_of(fio)
+            layout = layout or lay
+            if lay != layout:
+                continue
+            idx, cnt = sparse_bins(fio, lay)
+            row = FioHistRow(int(fio["window"]["end_ms"]), DDIR_NAMES.index(fio["ddir"]),
+                             int(fio.get("bs", 0)), idx, cnt)
+            streams[(src["host"]["name"], str(fio["job"]))].append(row)
+        if layout is None:
+            return
+        pct = [p for p in self.fio.percentiles if p != 50]
+        opts = FlpOptions(interval_ms=interval_ms, percentiles=":".join(f"{p:g}" for p in pct),
+                          directions="rwtm", usbin=layout.unit == "us")
+        scale = layout.unit_ns
+        created = self.clock() * 1000
+        ref = LineRef(JOB_KEY, "", interval_ms, start)
+        scopes: dict[tuple[str, str], list[tuple[str, str]]] = {("cluster", ""): sorted(streams)}
+        for host, job in sorted(streams):
+            scopes.setdefault(("host", host), []).append((host, job))
+            scopes[("job", f"{host}/{job}")] = [(host, job)]
+        for (scope, value), members in scopes.items():
+            merged = sorted(
+                ((r.time_ms, i, r) for i, m in enumerate(members) for r in streams[m]),
+                key=lambda x: (x[0], x[1]),
+            )
+            for st in weighted_interval((r for _, _, r in merged), layout, opts, start, end):
+                stats: dict[str, float | int | None] = {
+                    "samples": st.samples, "min": st.min * scale, "mean": st.avg * scale,
+                    "max": st.max * scale,
+                }
+                for p, v in zip(opts.percs, st.pcts, strict=True):
+                    stats[percentile_key(p)] = v * scale
+                key = self._key(scope, value, DIR_CODE_NAMES[st.ddir], start, interval_ms)
+                yield latency_document(self.ctx, key, stats, len(merged), created, (ref,))
+
+
+def histogram_of(fio: Mapping[str, Any]) -> LatencyHistogram:
+    """The :class:`LatencyHistogram` stored in a histogram document's ``fio`` object."""
+    layout = layout_of(fio)
+    idx, cnt = sparse_bins(fio, layout)
+    return LatencyHistogram.from_sparse(layout, idx, cnt)

@@ -1,0 +1,371 @@
+"""The main job: shippers on the drop directories, reducers, the sink and the scheduled jobs.
+
+Data flow per file: identify (device+inode+fingerprint) -> registry state -> tail complete lines
+-> parse -> place in windows -> histogram documents -> bulk sink. When Elasticsearch acknowledges
+every document of a prefix of lines, the intervals they touched are marked dirty and the file's
+offset (with the reader's cursor) is committed. The latency job turns settled dirty intervals into
+merged percentiles. Nothing is committed before it is acknowledged, so a crash repeats work (a
+409 on replay) and never loses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elasticsearch import Elasticsearch
+
+from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
+from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.parsers.errors import ParseError
+from pipeline.records import Document
+from pipeline.settings import DropSettings, Settings
+from pipeline.shippers.acks import AckTracker
+from pipeline.shippers.fio_tail import FioTail, fio_path_parts, last_time_ms
+from pipeline.shippers.hosts import host_for
+from pipeline.shippers.identity import identify
+from pipeline.shippers.registry import Registry
+from pipeline.shippers.watcher import DropWatcher, FileEvent
+from pipeline.sink.bulk import BulkSink
+from pipeline.sink.documents import DocContext, FioSource
+from pipeline.sink.search import iter_hits, refresh
+
+log = logging.getLogger(__name__)
+
+ANCHOR_SNAP_MS = 5_000
+"""Logs of one host whose estimated run starts lie this close share one start (one fio run)."""
+
+
+@dataclass
+class RunSummary:
+    """What one run did: files and lines read, bad lines, documents per data stream."""
+
+    files: int = 0
+    lines: int = 0
+    bad_lines: int = 0
+    bad_files: int = 0
+    intervals: int = 0
+    docs: dict[str, dict[str, int]] = field(default_factory=dict)
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    spooled: int = 0
+
+
+class MainJob:
+    """Runs the pipeline against one cluster.
+
+    Args:
+        settings: the configuration.
+        client: Elasticsearch client (already pointed at the cluster or embedded server).
+        clock: wall-clock seconds.
+    """
+
+    def __init__(
+        self, settings: Settings, client: Elasticsearch, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.clock = clock
+        state = Path(settings.state_dir)
+        state.mkdir(parents=True, exist_ok=True)
+        self.state_dir = state
+        self.registry = Registry(state / "registry.sqlite")
+        self.acks = AckTracker()
+        self.ctx = DocContext(namespace=settings.elasticsearch.namespace)
+        self.sink = BulkSink(client, settings.sink, state, on_ack=self._on_ack)
+        self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock)
+        self.latency = FioLatencyJob(
+            search=lambda index, q, s: iter_hits(self.client, index, q, s),
+            emit=self.sink.add,
+            dirty=self.dirty,
+            fio=settings.fio,
+            ctx=self.ctx,
+            clock=clock,
+            refresh=lambda index: refresh(self.client, index),
+        )
+        self.tails: dict[str, FioTail] = {}
+        self._by_path: dict[str, str] = {}
+        self._unidentified: dict[str, DropSettings] = {}
+        self._anchors: dict[str, list[int]] = {}
+        self._hostname = socket.gethostname()
+        self.summary = RunSummary()
+        self._read_keys: set[str] = set()
+        self._load_anchors()
+
+    # -- discovery -------------------------------------------------------------------------
+
+    def _load_anchors(self) -> None:
+        import json
+
+        for st in self.registry.all():
+            if st.anchor_ms is not None and st.cursor:
+                host = json.loads(st.cursor).get("host")
+                if host:
+                    self._anchors.setdefault(host, []).append(st.anchor_ms)
+
+    def _anchor_for(self, host: str, path: str) -> int:
+        """Wall-clock ms of time 0 of a job-relative log (see ``fio.run_start``)."""
+        if self.settings.fio.run_start is not None:
+            return int(self.settings.fio.run_start.timestamp() * 1000)
+        mtime_ms = int(Path(path).stat().st_mtime * 1000)
+        last = None if path.endswith(".gz") else last_time_ms(path)
+        estimate = mtime_ms - (last or 0)
+        for known in self._anchors.get(host, []):
+            if abs(known - estimate) <= ANCHOR_SNAP_MS:
+                return known
+        self._anchors.setdefault(host, []).append(estimate)
+        return estimate
+
+    def discover(self, path: Path, drop: DropSettings | None) -> FioTail | None:
+        """Start (or resume) tailing ``path``; None while it cannot be identified yet."""
+        p = str(path)
+        ident = identify(p, self.settings.shipper.fingerprint_bytes,
+                         whole_file=p.endswith(".gz"))
+        if ident is None:
+            self._unidentified[p] = drop or DropSettings(type="fio-hist", path=str(path.parent))
+            return None
+        self._unidentified.pop(p, None)
+        key = ident.key
+        tail = self.tails.get(key)
+        if tail is not None:
+            if tail.path != p:
+                log.info("%s was renamed to %s", tail.path, p)
+                self.registry.set_path(key, p)
+                self._by_path.pop(tail.path, None)
+                tail.path = p
+                self._by_path[p] = key
+            return tail
+        try:
+            prefix, job = fio_path_parts(path)
+        except ValueError as err:
+            log.warning("skipping %s: %s", p, err)
+            return None
+        drop_dir = Path(drop.path) if drop else path.parent
+        host = host_for(path, drop_dir, drop.host if drop else None, self._hostname)
+        state = self.registry.get(key)
+        if state is None:
+            state = self.registry.upsert_new(key, p, self._anchor_for(host, p))
+        elif state.path != p:
+            self.registry.set_path(key, p)
+        offset_ms = self.settings.fio.host_offsets_ms.get(host, 0)
+        anchor = state.anchor_ms if state.anchor_ms is not None else self._anchor_for(host, p)
+        src = FioSource(host, job, prefix, p, ident.fingerprint, state.generation)
+        tail = FioTail(key, p, src, self.settings.fio, anchor + offset_ms)
+        tail.resume(state.offset, state.line_no, state.cursor)
+        self.tails[key] = tail
+        self._by_path[p] = key
+        return tail
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def pump(self, tail: FioTail) -> int:
+        """Read and ship every complete line now in the file; returns lines read."""
+        n = 0
+        while True:
+            try:
+                chunk = tail.read(self.settings.shipper.read_chunk_bytes)
+            except FileNotFoundError:
+                return n
+            except (EOFError, OSError) as err:
+                log.warning("%s: not readable yet (%s); will retry", tail.path, err)
+                return n
+            if chunk.truncated:
+                self._restart_truncated(tail)
+                continue
+            if not chunk.lines:
+                return n
+            n += len(chunk.lines)
+            self._read_keys.add(tail.key)
+            try:
+                self._ship(tail, chunk)
+            except ParseError as err:
+                self._quarantine_file(tail, err)
+                return n
+            if tail.compressed:
+                return n
+
+    def _ship(self, tail: FioTail, chunk: object) -> None:
+        from pipeline.shippers.tailer import TailChunk
+
+        assert isinstance(chunk, TailChunk)
+        now_ms = self.clock() * 1000
+        for res in tail.process(chunk, self.ctx, now_ms):
+            self.summary.lines += 1
+            if res.bad is not None:
+                self.summary.bad_lines += 1
+                log.warning("%s (kept in the dead-letter area)", res.bad.error)
+                self.sink.deadletters.write_input(
+                    res.ref.path, res.ref.line_no, res.bad.error.reason, res.bad.raw, "parse"
+                )
+            self.acks.track(tail.key, res.ref.line_no, res.ref.end_offset, len(res.docs))
+            for doc in res.docs:
+                self.sink.add(doc)
+            if not res.docs:
+                self._commit(tail.key)
+
+    def _restart_truncated(self, tail: FioTail) -> None:
+        log.warning("%s was truncated: reading it again from the start", tail.path)
+        state = self.registry.reset(tail.key)
+        self.acks.forget(tail.key)
+        self.tails.pop(tail.key, None)
+        fresh = FioTail(tail.key, tail.path,
+                        FioSource(tail.source.host, tail.source.job, tail.source.prefix,
+                                  tail.path, tail.source.fingerprint, state.generation),
+                        tail.fio, tail.origin_ms)
+        self.tails[tail.key] = fresh
+        tail.__dict__.update(fresh.__dict__)
+
+    def _quarantine_file(self, tail: FioTail, err: ParseError) -> None:
+        self.summary.bad_files += 1
+        dest = self.state_dir / "deadletter" / "files"
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(tail.path, dest / Path(tail.path).name)
+        self.sink.deadletters.write_input(tail.path, err.line_no, err.reason, b"", "parse")
+        log.error("%s; the file is kept in %s and skipped", err, dest)
+        self.registry.mark_done(tail.key)
+        self.tails.pop(tail.key, None)
+
+    # -- acknowledgements ------------------------------------------------------------------
+
+    def _on_ack(self, docs: Sequence[Document]) -> None:
+        keys: set[str] = set()
+        intervals: set[tuple[int, int]] = set()
+        for doc in docs:
+            fio = doc.source.get("fio", {})
+            if doc.index.startswith("metrics-fio.histogram-"):
+                iv = fio.get("interval", {})
+                intervals.add((int(iv["ms"]), int(iv["start_ms"])))
+            for ref in doc.refs:
+                if ref.file_key == JOB_KEY:
+                    self.latency.acknowledged([ref])
+                else:
+                    self.acks.ack(ref.file_key, ref.end_offset)
+                    keys.add(ref.file_key)
+        self.dirty.touch(intervals)
+        for key in keys:
+            self._commit(key)
+
+    def _commit(self, key: str) -> None:
+        tail = self.tails.get(key)
+        while (c := self.acks.committable(key)) is not None:
+            offset, line_no = c
+            cursor = tail.take_snapshot(offset) if tail else None
+            self.registry.commit(key, offset, line_no, cursor)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _drop_files(self) -> list[tuple[Path, DropSettings]]:
+        found: list[tuple[Path, DropSettings]] = []
+        for drop in self.settings.drops:
+            watcher = DropWatcher([Path(drop.path)], drop.pattern)
+            found += [(p, drop) for p in watcher.initial_scan()]
+        return found
+
+    def ingest(self, files: Iterable[tuple[Path, DropSettings | None]]) -> None:
+        """Discover and read the given files to their current end."""
+        for path, drop in files:
+            tail = self.discover(path, drop)
+            if tail is not None:
+                self.pump(tail)
+
+    def finish(self) -> RunSummary:
+        """Flush, compute every dirty interval, flush again; returns the summary."""
+        self.sink.flush()
+        for p, drop in list(self._unidentified.items()):
+            log.warning("%s has no complete first line yet; it was not read", p)
+            del self._unidentified[p]
+            _ = drop
+        self.summary.intervals += self.latency.run(force=True)
+        self.sink.flush()
+        return self.snapshot()
+
+    def run_once(self, extra: Sequence[tuple[Path, DropSettings | None]] = ()) -> RunSummary:
+        """Process what is in the drop directories (and ``extra``), flush and return."""
+        self.ingest([*self._drop_files(), *extra])
+        return self.finish()
+
+    def run_forever(self, stop: threading.Event) -> RunSummary:
+        """Watch the drop directories until ``stop`` is set."""
+        drops = {str(Path(d.path)): d for d in self.settings.drops}
+        watchers = [
+            DropWatcher([Path(d.path)], d.pattern, self.settings.shipper.observer,
+                        self.settings.shipper.poll_interval_s)
+            for d in self.settings.drops
+        ]
+        for w in watchers:
+            w.start()
+        try:
+            self.ingest(self._drop_files())
+            next_tick = self.clock()
+            while not stop.is_set():
+                events: list[FileEvent] = []
+                for w in watchers:
+                    events += w.drain(timeout_s=0.2 / max(1, len(watchers)))
+                self._handle(events, drops)
+                for p, drop in list(self._unidentified.items()):
+                    self.discover(Path(p), drop)
+                self.sink.maybe_flush()
+                if self.clock() >= next_tick:
+                    for tail in list(self.tails.values()):
+                        self.pump(tail)
+                    self.summary.intervals += self.latency.run()
+                    next_tick = self.clock() + self.settings.jobs.tick_s
+        finally:
+            for w in watchers:
+                w.stop()
+            self.sink.flush()
+        return self.snapshot()
+
+    def _handle(self, events: Sequence[FileEvent], drops: dict[str, DropSettings]) -> None:
+        for ev in events:
+            path = ev.dest if ev.kind == "moved" and ev.dest is not None else ev.path
+            if ev.kind == "deleted":
+                continue
+            drop = next((d for root, d in drops.items() if str(path).startswith(root)), None)
+            try:
+                tail = self.discover(path, drop)
+            except FileNotFoundError:
+                continue
+            if tail is not None:
+                self.pump(tail)
+
+    def snapshot(self) -> RunSummary:
+        """The summary so far, with sink counters and dead-letter counts."""
+        s = self.summary
+        s.files = len(self._read_keys)
+        s.docs = {index: {"indexed": st.indexed, "duplicate": st.duplicate,
+                          "dead_lettered": st.dead_lettered}
+                  for index, st in self.sink.stats().items()}
+        s.dead_letters = dict(self.sink.deadletters.count())
+        s.spooled = self.sink.spool.pending()
+        return s
+
+    def close(self) -> None:
+        """Flush and release the registry and job state."""
+        self.sink.close()
+        self.registry.close()
+        self.dirty.close()
+
+
+def cluster_latency_rows(
+    client: Elasticsearch, namespace: str, limit: int = 200
+) -> list[dict[str, object]]:
+    """Cluster-wide merged percentiles as indexed, newest intervals last (for summaries)."""
+    index = f"metrics-fio.latency-{namespace}"
+    refresh(client, index)
+    rows: list[dict[str, object]] = []
+    query = {"term": {"iolens.scope": "cluster"}}
+    sort = [{"fio.interval.end_ms": "asc"}, {"fio.ddir": "asc"}]
+    for hit in iter_hits(client, index, query, sort):
+        src = hit["_source"]
+        rows.append({"end_ms": src["fio"]["interval"]["end_ms"], "ddir": src["fio"]["ddir"],
+                     **src["fio"]["clat_ns"]})
+    counts = Counter(r["ddir"] for r in rows)
+    _ = counts
+    return rows[-limit * 4:]

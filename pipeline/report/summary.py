@@ -1,0 +1,46 @@
+"""The end-of-run summary: files read, documents per data stream, cluster-wide percentiles."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from rich.console import Console
+from rich.table import Table
+
+from pipeline.jobs.main_job import RunSummary
+
+
+def _us(v: object) -> str:
+    return f"{float(v) / 1000:,.1f}" if isinstance(v, int | float) else "-"
+
+
+def print_summary(
+    summary: RunSummary, latency_rows: Sequence[Mapping[str, object]], console: Console
+) -> None:
+    """Print what a run did and the cluster-wide p50/p95/p99 per interval (µs)."""
+    console.print(
+        f"files read: {summary.files}   lines: {summary.lines}   bad lines: {summary.bad_lines}"
+        f"   bad files: {summary.bad_files}   intervals merged: {summary.intervals}"
+    )
+    docs = Table(title="documents by data stream")
+    for col in ("data stream", "indexed", "already there", "dead-lettered"):
+        docs.add_column(col, justify="right" if col != "data stream" else "left")
+    for index, c in sorted(summary.docs.items()):
+        docs.add_row(index, str(c["indexed"]), str(c["duplicate"]), str(c["dead_lettered"]))
+    console.print(docs)
+    if summary.spooled:
+        console.print(f"{summary.spooled} documents are spooled until the cluster answers")
+    if any(summary.dead_letters.values()):
+        console.print("dead letters: " + ", ".join(f"{k} {v}" for k, v in
+                                                    summary.dead_letters.items()))
+    if not latency_rows:
+        return
+    lat = Table(title="cluster-wide completion latency (clat) per interval, µs")
+    for col in ("interval end (UTC)", "ddir", "I/Os", "p50", "p95", "p99", "max"):
+        lat.add_column(col, justify="right")
+    for r in latency_rows:
+        end = datetime.fromtimestamp(float(str(r["end_ms"])) / 1000, tz=UTC)
+        lat.add_row(end.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], str(r["ddir"]), str(r["samples"]),
+                    _us(r.get("p50")), _us(r.get("p95")), _us(r.get("p99")), _us(r.get("max")))
+    console.print(lat)

@@ -1,0 +1,188 @@
+"""Tailing one fio histogram log: new complete lines -> records -> histogram documents.
+
+The tail owns a file's read position, its bin layout (from the first line), the window
+tracker (previous record time per direction) and the cursor snapshots the registry stores when
+a prefix of lines is acknowledged, so a restart resumes exactly after the last committed line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.parsers.errors import ParseError
+from pipeline.parsers.fio_hist import detect_layout, is_epoch_ms, row_from_fields, split_fields
+from pipeline.records import Document, LineRef
+from pipeline.reducers.fio_bins import BinLayout, layout_for_bins
+from pipeline.reducers.fio_window import WindowTracker
+from pipeline.settings import FioSettings
+from pipeline.shippers.hosts import fio_job_for, fio_prefix_for
+from pipeline.shippers.tailer import TailChunk, read_complete_lines, read_gzip_lines
+from pipeline.sink.documents import DocContext, FioSource, histogram_document
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line that could not be parsed, to be kept in the dead-letter area."""
+
+    ref: LineRef
+    raw: bytes
+    error: ParseError
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """What one line produced: its reference, documents, or a bad-line record."""
+
+    ref: LineRef
+    docs: tuple[Document, ...] = ()
+    bad: BadLine | None = None
+
+
+def last_time_ms(path: str) -> int | None:
+    """The timestamp of the last complete record of a plain log (reads only its tail)."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - (1 << 16)))
+        data = fh.read()
+    end = data.rfind(b"\n")
+    if end <= 0:
+        return None
+    start = data.rfind(b"\n", 0, end) + 1
+    head = data[start:end].split(b",", 1)[0].strip()
+    return int(head) if head.isdigit() else None
+
+
+@dataclass
+class FioTail:
+    """Read state of one histogram log.
+
+    Attributes:
+        key: registry key of the file.
+        path: current path.
+        source: host/job/prefix/fingerprint/generation for document ids and fields.
+        fio: fio settings (interval, percentiles, layout overrides, host offsets).
+        origin_ms: ms added to job-relative timestamps (run start + host offset).
+        offset: next byte to read (>= the registry's committed offset).
+        line_no: lines read so far.
+        layout: bin layout, known after the first line.
+        tracker: window tracker, created at the first record.
+        snapshots: cursor JSON after each read-but-uncommitted line, by end offset.
+    """
+
+    key: str
+    path: str
+    source: FioSource
+    fio: FioSettings
+    origin_ms: int
+    offset: int = 0
+    line_no: int = 0
+    layout: BinLayout | None = None
+    tracker: WindowTracker | None = None
+    snapshots: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def compressed(self) -> bool:
+        """A ``.gz`` log is read whole once complete."""
+        return self.path.endswith(".gz")
+
+    def resume(self, offset: int, line_no: int, cursor: str | None) -> None:
+        """Continue after a committed line, from the cursor the registry stored with it."""
+        self.offset, self.line_no = offset, line_no
+        if cursor:
+            state = json.loads(cursor)
+            self.layout = BinLayout(state["group_nr"], state["coarseness"], state["unit"])
+            if state.get("window"):
+                self.tracker = WindowTracker.resume(self.fio.interval_ms, state["window"])
+
+    def cursor(self) -> str | None:
+        """JSON state to store with the last read line (None before the first line)."""
+        if self.layout is None:
+            return None
+        lay = self.layout
+        state: dict[str, object] = {
+            "group_nr": lay.group_nr, "coarseness": lay.coarseness, "unit": lay.unit,
+            "host": self.source.host,
+            "window": self.tracker.cursor() if self.tracker else None,
+        }
+        return json.dumps(state, separators=(",", ":"))
+
+    def read(self, max_bytes: int) -> TailChunk:
+        """The next complete lines (a ``.gz`` file: all remaining lines)."""
+        if self.compressed:
+            return read_gzip_lines(self.path, self.offset)
+        return read_complete_lines(self.path, self.offset, max_bytes)
+
+    def _layout_for(self, line: bytes, line_no: int) -> BinLayout:
+        if self.fio.group_nr is not None or self.fio.bins != "auto":
+            fields = split_fields(line, self.path, line_no)
+            try:
+                return layout_for_bins(
+                    fields.size - 3, unit=self.fio.bins, group_nr=self.fio.group_nr
+                )
+            except ValueError as err:
+                raise ParseError(self.path, line_no, str(err)) from None
+        return detect_layout(line, self.path)
+
+    def process(
+        self, chunk: TailChunk, ctx: DocContext, created_ms: float
+    ) -> Iterator[LineResult]:
+        """Turn the chunk's lines into documents (or bad-line records), advancing the tail.
+
+        Raises:
+            ParseError: the first line matches no fio bin layout (the whole file is unusable).
+        """
+        start = self.offset
+        for raw, end in zip(chunk.lines, chunk.end_offsets, strict=True):
+            self.line_no += 1
+            line_start, self.offset = start, end
+            start = end
+            ref = LineRef(self.key, self.path, self.line_no, end)
+            if not raw.strip():
+                self.snapshots[end] = self.cursor() or ""
+                yield LineResult(ref)
+                continue
+            if self.layout is None:
+                self.layout = self._layout_for(raw, self.line_no)
+            try:
+                fields = split_fields(raw, self.path, self.line_no)
+                row = row_from_fields(fields, self.layout, self.path, self.line_no)
+            except ParseError as err:
+                self.snapshots[end] = self.cursor() or ""
+                yield LineResult(ref, bad=BadLine(ref, raw, err))
+                continue
+            if self.tracker is None:
+                epoch = is_epoch_ms(row.time_ms)
+                offset = self.fio.host_offsets_ms.get(self.source.host, 0)
+                origin = offset if epoch else self.origin_ms
+                self.tracker = WindowTracker(self.fio.interval_ms, origin, epoch)
+            placed = self.tracker.place(row)
+            doc = histogram_document(
+                ctx, self.source, placed, self.layout, ref, line_start,
+                self.fio.percentiles, created_ms,
+            )
+            self.snapshots[end] = self.cursor() or ""
+            yield LineResult(ref, (doc,))
+        self.offset = chunk.next_offset if chunk.lines else self.offset
+
+    def take_snapshot(self, end_offset: int) -> str | None:
+        """Pop the cursor stored for a line (and drop older ones); None if unknown."""
+        snap = self.snapshots.pop(end_offset, None)
+        for k in [k for k in self.snapshots if k < end_offset]:
+            del self.snapshots[k]
+        return snap or None
+
+
+def fio_path_parts(path: Path) -> tuple[str, str]:
+    """``(prefix, job)`` from a histogram log name.
+
+    Raises:
+        ValueError: the name is not ``<prefix>_clat_hist.<job>.log[.<host>][.gz]``.
+    """
+    return fio_prefix_for(path), fio_job_for(path)

@@ -1,0 +1,186 @@
+"""Documents: data stream names, deterministic ids and ECS fields (reference/elastic.md 1.2, 3).
+
+Streams are named ``{type}-{dataset}-{namespace}``; ``event.dataset`` equals
+``data_stream.dataset``; our own fields live under ``fio.*`` and derived ones under ``iolens.*``,
+with units in the names (``clat_ns``, ``time_ms``). Ids are hashes of what identifies the
+measurement, so a replay is a 409 (``create``), never a second copy.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline import __version__
+from pipeline.records import DDIR_NAMES, Document, LineRef
+from pipeline.reducers.fio_bins import BinLayout
+from pipeline.reducers.fio_window import PlacedRow, histogram_stats
+from pipeline.reducers.histogram import LatencyHistogram
+
+ECS_VERSION = "8.11.0"
+HISTOGRAM_DATASET = "fio.histogram"
+LATENCY_DATASET = "fio.latency"
+
+
+def stream_name(kind: str, dataset: str, namespace: str) -> str:
+    """``{type}-{dataset}-{namespace}``, e.g. ``metrics-fio.histogram-default``."""
+    return f"{kind}-{dataset}-{namespace}"
+
+
+def doc_id(*parts: object) -> str:
+    """A 24-character url-safe id: the first 18 bytes of sha256 over the parts."""
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode())
+    return base64.urlsafe_b64encode(h.digest()[:18]).decode()
+
+
+def iso_ms(epoch_ms: int | float) -> str:
+    """Epoch ms -> ``2026-11-22T05:11:00.123Z``."""
+    dt = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class DocContext:
+    """What every document of one iolens instance shares."""
+
+    namespace: str = "default"
+    agent_name: str = socket.gethostname()
+
+    def base(
+        self, kind: str, dataset: str, when_ms: int | float, created_ms: float
+    ) -> dict[str, Any]:
+        """ECS fields common to all our documents."""
+        return {
+            "@timestamp": iso_ms(when_ms),
+            "data_stream": {"type": kind, "dataset": dataset, "namespace": self.namespace},
+            "event": {
+                "kind": "metric",
+                "module": dataset.split(".", 1)[0],
+                "dataset": dataset,
+                "created": iso_ms(created_ms),
+            },
+            "ecs": {"version": ECS_VERSION},
+            "agent": {"type": "iolens", "name": self.agent_name, "version": __version__},
+        }
+
+
+@dataclass(frozen=True)
+class FioSource:
+    """Identity of one histogram log for document ids and fields."""
+
+    host: str
+    job: str
+    prefix: str
+    path: str
+    fingerprint: str
+    generation: int
+
+
+def histogram_document(
+    ctx: DocContext,
+    src: FioSource,
+    placed: PlacedRow,
+    layout: BinLayout,
+    ref: LineRef,
+    line_offset: int,
+    percentiles: tuple[float, ...],
+    created_ms: float,
+) -> Document:
+    """One ``metrics-fio.histogram`` document per log record (host x job x ddir x row).
+
+    ``fio.clat_ns.histogram`` holds the non-empty bins (values = fio's bucket midpoints in ns,
+    so Elasticsearch/Kibana can re-aggregate percentiles over any grouping); min/max are exact
+    bucket edges, percentiles are interpolated in the bucket (ns).
+    """
+    row = placed.row
+    hist = LatencyHistogram.from_sparse(layout, row.bin_idx, row.counts)
+    stats = histogram_stats(hist, percentiles)
+    clat: dict[str, Any] = _drop_none(stats)
+    if row.bin_idx.size:
+        values, counts = hist.nonempty()
+        clat["histogram"] = {"values": values, "counts": counts}
+    source = ctx.base("metrics", HISTOGRAM_DATASET, placed.end_ms, created_ms)
+    source["host"] = {"name": src.host}
+    source["log"] = {"file": {"path": src.path}, "offset": line_offset}
+    source["fio"] = {
+        "job": src.job,
+        "ddir": DDIR_NAMES[row.ddir],
+        "bs": row.bs,
+        "log": {"time_ms": row.time_ms, "line": ref.line_no},
+        "window": {"start_ms": placed.start_ms, "end_ms": placed.end_ms},
+        "interval": {
+            "start_ms": placed.interval_start_ms,
+            "end_ms": placed.interval_end_ms,
+            "ms": placed.interval_ms,
+        },
+        "bins": {"count": layout.nbins, "unit": layout.unit, "coarseness": layout.coarseness},
+        "clat_ns": clat,
+    }
+    ident = doc_id(
+        HISTOGRAM_DATASET,
+        src.host,
+        src.prefix,
+        src.job,
+        src.fingerprint,
+        src.generation,
+        ref.line_no,
+    )
+    return Document(stream_name("metrics", HISTOGRAM_DATASET, ctx.namespace), ident, source, (ref,))
+
+
+@dataclass(frozen=True)
+class LatencyKey:
+    """What a merged-percentile document is about."""
+
+    scope: str  # cluster | host | job
+    host: str | None
+    job: str | None
+    ddir: str  # read | write | trim | mixed
+    interval_start_ms: int
+    interval_ms: int
+    method: str  # window | flp
+
+
+def latency_document(
+    ctx: DocContext,
+    key: LatencyKey,
+    stats: Mapping[str, float | int | None],
+    records: int,
+    created_ms: float,
+    refs: tuple[LineRef, ...] = (),
+) -> Document:
+    """One ``metrics-fio.latency`` document: merged percentiles of a scope x ddir x interval."""
+    end = key.interval_start_ms + key.interval_ms
+    source = ctx.base("metrics", LATENCY_DATASET, end, created_ms)
+    if key.host is not None:
+        source["host"] = {"name": key.host}
+    fio: dict[str, Any] = {
+        "ddir": key.ddir,
+        "interval": {"start_ms": key.interval_start_ms, "end_ms": end, "ms": key.interval_ms},
+        "clat_ns": _drop_none(stats),
+        "records": records,
+    }
+    if key.job is not None:
+        fio["job"] = key.job
+    source["fio"] = fio
+    source["iolens"] = {"scope": key.scope, "method": key.method}
+    ident = doc_id(
+        LATENCY_DATASET,
+        key.scope,
+        key.host,
+        key.job,
+        key.ddir,
+        key.interval_start_ms,
+        key.interval_ms,
+        key.method,
+    )
+    return Document(stream_name("metrics", LATENCY_DATASET, ctx.namespace), ident, source, refs)

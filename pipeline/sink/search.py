@@ -1,0 +1,50 @@
+"""Reading documents back: paged search with ``search_after`` (ES search API, 8.x)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from elasticsearch import Elasticsearch, NotFoundError
+
+
+def iter_hits(
+    client: Elasticsearch,
+    index: str,
+    query: Mapping[str, Any],
+    sort: Sequence[Mapping[str, Any]],
+    *,
+    source: Sequence[str] | None = None,
+    page_size: int = 1000,
+) -> Iterator[Mapping[str, Any]]:
+    """Every hit of ``query`` in ``sort`` order, a page at a time.
+
+    ``sort`` must end in a unique combination of fields (``search_after`` needs a total order).
+    A missing index yields nothing.
+    """
+    after: list[Any] | None = None
+    while True:
+        try:
+            resp = client.search(
+                index=index,
+                query=dict(query),
+                sort=[dict(s) for s in sort],
+                size=page_size,
+                source=list(source) if source is not None else None,
+                search_after=after,
+            )
+        except NotFoundError:
+            return
+        hits = resp["hits"]["hits"]
+        yield from hits
+        if len(hits) < page_size:
+            return
+        after = list(hits[-1]["sort"])
+
+
+def refresh(client: Elasticsearch, index: str) -> None:
+    """Make recent writes searchable (ignores a missing index)."""
+    try:
+        client.indices.refresh(index=index)
+    except NotFoundError:
+        return
