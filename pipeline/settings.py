@@ -230,3 +230,10 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of :class:`Settings` (written to ``config/schemas/pipeline.schema.json``)."""
     return Settings.model_json_schema()
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")

@@ -58,3 +58,66 @@ def no_leaked_threads() -> Iterator[None]:
             leaked.append(t.name)
     if leaked:
         pytest.fail(f"test leaked non-daemon threads: {', '.join(sorted(leaked))}")
+
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "tests" / "data" / "fio" / "samples"
+SHARED_FIO = REPO.parent / "shared" / "data" / "fio"
+REFERENCE_GZ = Path("/usr/share/doc/fio/fiologparser_hist.py.gz")
+
+XC_JOB = """\
+[global]
+ioengine=libaio
+direct=1
+iodepth=4
+rw=randrw
+rwmixread=70
+bs=4k
+size=16m
+time_based=1
+runtime=4
+write_hist_log=xc
+log_hist_msec=100
+per_job_logs=1
+write_lat_log=xc
+log_avg_msec=0
+disable_lat=1
+disable_slat=1
+
+[xc]
+numjobs=2
+"""
+
+
+@pytest.fixture(scope="session")
+def fio_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real fio run (Debian's fio): 2 jobs of 4 s randrw, histogram logs every 100 ms and
+    per-I/O completion-latency logs (``write_lat_log``, ``log_avg_msec=0``) of the same I/Os.
+
+    Files: ``xc_clat_hist.{1,2}.log`` and ``xc_clat.{1,2}.log``.
+    """
+    import shutil
+    import subprocess
+
+    fio = shutil.which("fio")
+    if fio is None:
+        pytest.fail("fio is not installed; `make test` installs Debian's fio package")
+    d = tmp_path_factory.mktemp("fio-run")
+    (d / "xc.fio").write_text(XC_JOB)
+    subprocess.run([fio, "--output=fio.out", "xc.fio"], cwd=d, check=True, timeout=120)
+    for f in d.glob("xc.*.*"):
+        if f.suffix != ".log":
+            f.unlink()  # the 16 MiB data files
+    return d
+
+
+@pytest.fixture(scope="session")
+def reference_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """fio's own ``fiologparser_hist.py``, as Debian's fio package ships it (gzipped)."""
+    import gzip
+
+    if not REFERENCE_GZ.exists():
+        pytest.fail(f"{REFERENCE_GZ} is missing; `make test` installs Debian's fio package")
+    out = tmp_path_factory.mktemp("reference") / "fiologparser_hist.py"
+    out.write_bytes(gzip.decompress(REFERENCE_GZ.read_bytes()))
+    return out

@@ -51,12 +51,8 @@ def apply_overrides(settings: Settings, drops: list[str], state_dir: str | None)
 
 
 def prepare(cluster: Cluster) -> None:
-    """Install the templates (idempotent) and report what the cluster lacks, once."""
-    caps = detect(cluster.client)
-    for msg in caps.messages:
-        log.info("%s", msg)
-    for msg in install(cluster.client, load_templates(), caps):
-        log.debug("%s", msg)
+    """Install the templates (idempotent); what the cluster lacks is logged once."""
+    install(cluster.client, load_templates(), detect(cluster.client))
 
 
 def run(args: argparse.Namespace) -> int:

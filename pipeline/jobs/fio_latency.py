@@ -27,6 +27,7 @@ from pipeline.reducers.histogram import LatencyHistogram
 from pipeline.settings import FioSettings
 from pipeline.sink.documents import (
     HISTOGRAM_DATASET,
+    LATENCY_DATASET,
     DocContext,
     LatencyKey,
     latency_document,
@@ -85,6 +86,8 @@ class FioLatencyJob:
         ctx: document context (namespace).
         clock: wall-clock seconds.
         refresh: makes a data stream's recent writes searchable (before reading them back).
+        delete: delete-by-query, to remove the earlier revision of an interval that was merged
+            again because more records arrived (documents are create-only).
     """
 
     search: Search
@@ -94,7 +97,8 @@ class FioLatencyJob:
     ctx: DocContext
     clock: Callable[[], float] = time.time
     refresh: Callable[[str], None] = lambda index: None
-    _pending: dict[tuple[int, int], tuple[int, float]] = field(default_factory=dict)
+    delete: Callable[[str, Mapping[str, Any]], int] = lambda index, query: 0
+    _pending: dict[tuple[int, int], tuple[int, float, list[str]]] = field(default_factory=dict)
     computed: int = 0
 
     def run(self, force: bool = False) -> int:
@@ -112,7 +116,7 @@ class FioLatencyJob:
             if not docs:
                 self.dirty.clear(item, began)
                 continue
-            self._pending[item] = (len(docs), began)
+            self._pending[item] = (len(docs), began, [d.doc_id for d in docs])
             for d in docs:
                 self.emit(d)
             n += 1
@@ -123,12 +127,31 @@ class FioLatencyJob:
         """Clear an interval once all of its documents are acknowledged."""
         for ref in refs:
             item = (ref.line_no, ref.end_offset)
-            left, began = self._pending.get(item, (0, 0.0))
-            if left <= 1:
-                self._pending.pop(item, None)
-                self.dirty.clear(item, began)
-            else:
-                self._pending[item] = (left - 1, began)
+            if item not in self._pending:
+                continue
+            left, began, ids = self._pending[item]
+            if left > 1:
+                self._pending[item] = (left - 1, began, ids)
+                continue
+            del self._pending[item]
+            self._supersede(item, ids)
+            self.dirty.clear(item, began)
+
+    def _supersede(self, item: tuple[int, int], ids: list[str]) -> None:
+        """Delete earlier revisions of an interval's documents (all but ``ids``)."""
+        interval_ms, start = item
+        index = stream_name("metrics", LATENCY_DATASET, self.ctx.namespace)
+        query = {"bool": {
+            "filter": [{"term": {"fio.interval.start_ms": start}},
+                       {"term": {"fio.interval.ms": interval_ms}},
+                       {"term": {"iolens.method": self.fio.method}}],
+            "must_not": [{"ids": {"values": ids}}],
+        }}
+        self.refresh(index)
+        removed = self.delete(index, query)
+        if removed:
+            log.info("interval %s: replaced %s documents merged before more records arrived",
+                     start, removed)
 
     def _hits(self, query: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         index = stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace)

@@ -35,7 +35,7 @@ from pipeline.shippers.registry import Registry
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.bulk import BulkSink
 from pipeline.sink.documents import DocContext, FioSource
-from pipeline.sink.search import iter_hits, refresh
+from pipeline.sink.search import delete_by_query, iter_hits, refresh
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,7 @@ class MainJob:
             ctx=self.ctx,
             clock=clock,
             refresh=lambda index: refresh(self.client, index),
+            delete=lambda index, query: delete_by_query(self.client, index, query),
         )
         self.tails: dict[str, FioTail] = {}
         self._by_path: dict[str, str] = {}

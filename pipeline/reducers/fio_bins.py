@@ -53,6 +53,22 @@ def fine_width(idx: int) -> int:
     return 1 << ((idx >> PLAT_BITS) - 1)
 
 
+def plat_val_to_idx(value: int, group_nr: int = GROUP_NR_NS) -> int:
+    """Fine bucket of a latency value (fio ``stat.c`` ``plat_val_to_idx``), clamped to the last.
+
+    Raises:
+        ValueError: a negative value.
+    """
+    if value < 0:
+        raise ValueError(f"latency must be >= 0, got {value}")
+    msb = value.bit_length() - 1 if value else 0
+    if msb <= PLAT_BITS:
+        return min(value, group_nr * PLAT_VAL - 1)
+    error_bits = msb - PLAT_BITS
+    idx = ((error_bits + 1) << PLAT_BITS) + ((PLAT_VAL - 1) & (value >> error_bits))
+    return min(idx, group_nr * PLAT_VAL - 1)
+
+
 def fio_midpoint(idx: int) -> int:
     """fio's own representative value of fine bucket ``idx``: ``plat_idx_to_val`` (truncated mean).
 
@@ -167,8 +183,9 @@ def layout_for_bins(
         if fine % (1 << c) == 0 and fine >> c == nbins:
             return BinLayout(group_nr=group_nr, coarseness=c, unit=resolved)
     hint = ""
-    if unit == "auto" and nbins in [(GROUP_NR_US * PLAT_VAL) >> c for c in range(7)]:
-        hint = " (this is the 1216-bin layout of fio < 2.99: set fio.bins: us / pass --usbin)"
+    if group_nr != GROUP_NR_US and nbins in [(GROUP_NR_US * PLAT_VAL) >> c for c in range(7)]:
+        hint = " (the 1216-bin layout of fio < 2.99: set fio.bins: us, or pass "
+            "--group_nr 19 --usbin)"
     raise ValueError(
         f"{nbins} histogram bins per record match no fio layout with {group_nr} groups; "
         f"expected one of {accepted}{hint}"

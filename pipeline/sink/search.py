@@ -48,3 +48,13 @@ def refresh(client: Elasticsearch, index: str) -> None:
         client.indices.refresh(index=index)
     except NotFoundError:
         return
+
+
+def delete_by_query(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
+    """Delete the documents matching ``query`` (data streams allow it); returns how many."""
+    try:
+        resp = client.delete_by_query(index=index, query=dict(query), refresh=True,
+                                      conflicts="proceed")
+    except NotFoundError:
+        return 0
+    return int(resp.get("deleted", 0))

@@ -1,0 +1,48 @@
+# iolens task runner. `make demo` and `make test` work on a fresh machine: they create .venv,
+# install iolens with what it needs, and (as root) Debian's fio and sysstat when missing.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint schema stop sysdeps clean bench
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+sysdeps:
+	@if ! command -v fio >/dev/null 2>&1 || ! command -v sadf >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages fio and sysstat"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio sysstat >/dev/null; \
+	  else \
+	    echo "fio/sysstat missing: install them (sudo apt-get install fio sysstat)"; \
+	  fi; \
+	fi
+
+demo: $(STAMP) sysdeps
+	$(BIN)/iolens --config config/demo.yaml run --once --keep-server
+
+test: $(STAMP) sysdeps
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check pipeline tests bench
+	$(BIN)/ruff format --check pipeline tests bench
+	$(BIN)/mypy
+
+schema: $(STAMP)
+	$(BIN)/python -m pipeline.settings > config/schemas/pipeline.schema.json
+
+stop: $(STAMP)
+	$(BIN)/python -c "from pipeline.sink.embedded import stop_detached; stop_detached('var/noida-db')"
+
+bench: $(STAMP) sysdeps
+	$(BIN)/python bench/fio_hist.py
+
+clean: stop
+	rm -rf var
