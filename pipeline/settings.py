@@ -140,9 +140,7 @@ class SinkSettings(_Frozen):
     """Bulk indexing, retries, spool and dead letters."""
 
     chunk_max_docs: int = Field(500, gt=0, description="Send a bulk request at this many docs.")
-    chunk_max_bytes: int = Field(
-        10 << 20, gt=0, description="...or at this many bytes of NDJSON."
-    )
+    chunk_max_bytes: int = Field(10 << 20, gt=0, description="...or at this many bytes of NDJSON.")
     flush_interval_s: float = Field(1.0, gt=0, description="...or this long after the first doc.")
     max_retries: int = Field(8, ge=0, description="Retries of 429/5xx items before spooling.")
     backoff_initial_s: float = Field(0.5, gt=0, description="First retry delay.")

@@ -13,7 +13,7 @@ from pipeline.sink.bulk import BulkSink
 from pipeline.sink.deadletter import DeadLetters
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(name, help="list or replay dead letters", description=__doc__)
     p.add_argument("action", choices=["list", "replay"])

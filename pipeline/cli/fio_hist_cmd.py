@@ -15,7 +15,7 @@ from pipeline.reducers.fio_flp import FlpOptions
 from pipeline.report.fio_text import write_report
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     """Register the subcommand (options and defaults are fiologparser_hist.py's)."""
     p = sub.add_parser(
         name,

@@ -8,13 +8,12 @@ from pathlib import Path
 from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
-from pipeline.cli.run_cmd import prepare
 from pipeline.jobs.main_job import MainJob, cluster_latency_rows
 from pipeline.report.summary import print_summary
 from pipeline.settings import ConfigError
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(name, help="ingest the given files once", description=__doc__)
     p.add_argument("--type", required=True, choices=["fio-hist"], help="input format")
@@ -31,7 +30,6 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"no such file: {', '.join(missing)}")
     with Cluster(settings) as cluster:
-        prepare(cluster)
         job = MainJob(settings, cluster.client)
         try:
             job.ingest([(f, None) for f in args.FILE])

@@ -14,22 +14,31 @@ from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.jobs.main_job import MainJob, cluster_latency_rows
 from pipeline.report.summary import print_summary
 from pipeline.settings import ConfigError, DropSettings, Settings
-from pipeline.sink.capabilities import detect
-from pipeline.sink.templates import install, load_templates
 
 log = logging.getLogger("iolens")
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(name, help="run the pipeline on the drop directories", description=__doc__)
-    p.add_argument("--once", action="store_true",
-                   help="process what is present, flush, print a summary and exit")
-    p.add_argument("--drop", action="append", default=[], metavar="TYPE=DIR",
-                   help="watch DIR for TYPE files (fio-hist); overrides a drop with that path")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="process what is present, flush, print a summary and exit",
+    )
+    p.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="TYPE=DIR",
+        help="watch DIR for TYPE files (fio-hist); overrides a drop with that path",
+    )
     p.add_argument("--state-dir", help="registry, spool and dead letters (default: config)")
-    p.add_argument("--keep-server", action="store_true",
-                   help="leave a started embedded server running after exit (make demo)")
+    p.add_argument(
+        "--keep-server",
+        action="store_true",
+        help="leave a started embedded server running after exit (make demo)",
+    )
 
 
 def apply_overrides(settings: Settings, drops: list[str], state_dir: str | None) -> Settings:
@@ -50,19 +59,14 @@ def apply_overrides(settings: Settings, drops: list[str], state_dir: str | None)
     return settings.model_copy(update=update)
 
 
-def prepare(cluster: Cluster) -> None:
-    """Install the templates (idempotent); what the cluster lacks is logged once."""
-    install(cluster.client, load_templates(), detect(cluster.client))
-
-
 def run(args: argparse.Namespace) -> int:
     """Run until interrupted (or once with ``--once``); returns 0 on a clean finish."""
     settings = apply_overrides(settings_from_args(args), args.drop, args.state_dir)
     if not settings.drops:
-        raise ConfigError("no drop directories: add drops: to the config or pass --drop "
-                          "fio-hist=DIR")
+        raise ConfigError(
+            "no drop directories: add drops: to the config or pass --drop fio-hist=DIR"
+        )
     with Cluster(settings, detach=args.keep_server) as cluster:
-        prepare(cluster)
         job = MainJob(settings, cluster.client)
         try:
             if args.once:
@@ -78,6 +82,5 @@ def run(args: argparse.Namespace) -> int:
         rows = cluster_latency_rows(cluster.client, settings.elasticsearch.namespace)
         print_summary(summary, rows, Console())
         if cluster.server is not None and args.keep_server:
-            print(f"the embedded server keeps running at {cluster.url} "
-                  f"(stop it with: make stop)")
+            print(f"the embedded server keeps running at {cluster.url} (stop it with: make stop)")
     return 0

@@ -9,10 +9,11 @@ from pipeline.sink.capabilities import detect
 from pipeline.sink.templates import install, load_templates
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     """Register the subcommand."""
-    sub.add_parser(name, help="install templates and ILM policy into the cluster",
-                   description=__doc__)
+    sub.add_parser(
+        name, help="install templates and ILM policy into the cluster", description=__doc__
+    )
 
 
 def run(args: argparse.Namespace) -> int:

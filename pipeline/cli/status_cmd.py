@@ -17,10 +17,11 @@ from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.spool import Spool
 
 
-def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     """Register the subcommand."""
-    p = sub.add_parser(name, help="show registry, spool, dead letters and the cluster",
-                       description=__doc__)
+    p = sub.add_parser(
+        name, help="show registry, spool, dead letters and the cluster", description=__doc__
+    )
     p.add_argument("--state-dir", help="state directory (default: state_dir of the config)")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.records import DDIR_NAMES, Document, FioHistRow, LineRef
 from pipeline.reducers.fio_bins import BinLayout
 from pipeline.reducers.fio_flp import FlpOptions, weighted_interval
@@ -33,7 +34,6 @@ from pipeline.sink.documents import (
     latency_document,
     stream_name,
 )
-from pipeline.jobs.intervals import DirtyIntervals
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,9 @@ JOB_KEY = "job:fio.latency"
 FLP_LOOKAHEAD_MS = 20_000  # fiologparser's default --max_latency, in ms
 HIT_FIELDS = ["@timestamp", "host.name", "log.file.path", "fio"]
 
-Search = Callable[[str, Mapping[str, Any], Sequence[Mapping[str, Any]]], Iterable[Mapping[str, Any]]]
+Search = Callable[
+    [str, Mapping[str, Any], Sequence[Mapping[str, Any]]], Iterable[Mapping[str, Any]]
+]
 """``(index, query, sort) -> hits``: :func:`pipeline.sink.search.iter_hits` bound to a client."""
 
 DIR_CODE_NAMES = {"m": "mixed", "r": "read", "w": "write", "t": "trim"}
@@ -69,7 +71,9 @@ def sparse_bins(fio: Mapping[str, Any], layout: BinLayout) -> tuple[np.ndarray, 
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     values = np.asarray(hist["values"], dtype=np.float64)
     idx = np.searchsorted(layout.midpoints_ns, values)
-    if np.any(idx >= layout.nbins) or np.any(layout.midpoints_ns[np.minimum(idx, layout.nbins - 1)] != values):
+    if np.any(idx >= layout.nbins) or np.any(
+        layout.midpoints_ns[np.minimum(idx, layout.nbins - 1)] != values
+    ):
         raise ValueError("histogram values are not bucket midpoints of the document's layout")
     return idx.astype(np.int64), np.asarray(hist["counts"], dtype=np.int64)
 
@@ -141,22 +145,33 @@ class FioLatencyJob:
         """Delete earlier revisions of an interval's documents (all but ``ids``)."""
         interval_ms, start = item
         index = stream_name("metrics", LATENCY_DATASET, self.ctx.namespace)
-        query = {"bool": {
-            "filter": [{"term": {"fio.interval.start_ms": start}},
-                       {"term": {"fio.interval.ms": interval_ms}},
-                       {"term": {"iolens.method": self.fio.method}}],
-            "must_not": [{"ids": {"values": ids}}],
-        }}
+        query = {
+            "bool": {
+                "filter": [
+                    {"term": {"fio.interval.start_ms": start}},
+                    {"term": {"fio.interval.ms": interval_ms}},
+                    {"term": {"iolens.method": self.fio.method}},
+                ],
+                "must_not": [{"ids": {"values": ids}}],
+            }
+        }
         self.refresh(index)
         removed = self.delete(index, query)
         if removed:
-            log.info("interval %s: replaced %s documents merged before more records arrived",
-                     start, removed)
+            log.info(
+                "interval %s: replaced %s documents merged before more records arrived",
+                start,
+                removed,
+            )
 
     def _hits(self, query: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         index = stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace)
-        sort = [{"fio.window.end_ms": "asc"}, {"host.name": "asc"},
-                {"log.file.path": "asc"}, {"fio.log.line": "asc"}]
+        sort = [
+            {"fio.window.end_ms": "asc"},
+            {"host.name": "asc"},
+            {"log.file.path": "asc"},
+            {"fio.log.line": "asc"},
+        ]
         return iter(self.search(index, query, sort))
 
     def compute(self, interval_ms: int, start: int) -> Iterator[Document]:
@@ -164,10 +179,14 @@ class FioLatencyJob:
         if self.fio.method == "flp":
             yield from self._compute_flp(interval_ms, start)
             return
-        query = {"bool": {"filter": [
-            {"term": {"fio.interval.start_ms": start}},
-            {"term": {"fio.interval.ms": interval_ms}},
-        ]}}
+        query = {
+            "bool": {
+                "filter": [
+                    {"term": {"fio.interval.start_ms": start}},
+                    {"term": {"fio.interval.ms": interval_ms}},
+                ]
+            }
+        }
         merger: IntervalMerger | None = None
         skipped = 0
         for hit in self._hits(query):
@@ -186,8 +205,12 @@ class FioLatencyJob:
                 for ddir in (fio["ddir"], "mixed"):
                     merger.add_sparse((scope, value, ddir, start), idx, cnt)
         if skipped:
-            log.warning("interval %s: %s histogram documents with another bin layout were left "
-                        "out of the merge", start, skipped)
+            log.warning(
+                "interval %s: %s histogram documents with another bin layout were left "
+                "out of the merge",
+                start,
+                skipped,
+            )
         if merger is None:
             return
         created = self.clock() * 1000
@@ -195,8 +218,14 @@ class FioLatencyJob:
         for key, records in sorted(merger.records.items()):
             scope, value, ddir, _ = key
             stats = histogram_stats(merger.histogram(key), self.fio.percentiles)
-            yield latency_document(self.ctx, self._key(scope, value, ddir, start, interval_ms),
-                                   stats, records, created, (ref,))
+            yield latency_document(
+                self.ctx,
+                self._key(scope, value, ddir, start, interval_ms),
+                stats,
+                records,
+                created,
+                (ref,),
+            )
 
     def _key(self, scope: str, value: str, ddir: str, start: int, interval_ms: int) -> LatencyKey:
         host = value.split("/", 1)[0] if scope != "cluster" else None
@@ -216,14 +245,23 @@ class FioLatencyJob:
             if lay != layout:
                 continue
             idx, cnt = sparse_bins(fio, lay)
-            row = FioHistRow(int(fio["window"]["end_ms"]), DDIR_NAMES.index(fio["ddir"]),
-                             int(fio.get("bs", 0)), idx, cnt)
+            row = FioHistRow(
+                int(fio["window"]["end_ms"]),
+                DDIR_NAMES.index(fio["ddir"]),
+                int(fio.get("bs", 0)),
+                idx,
+                cnt,
+            )
             streams[(src["host"]["name"], str(fio["job"]))].append(row)
         if layout is None:
             return
         pct = [p for p in self.fio.percentiles if p != 50]
-        opts = FlpOptions(interval_ms=interval_ms, percentiles=":".join(f"{p:g}" for p in pct),
-                          directions="rwtm", usbin=layout.unit == "us")
+        opts = FlpOptions(
+            interval_ms=interval_ms,
+            percentiles=":".join(f"{p:g}" for p in pct),
+            directions="rwtm",
+            usbin=layout.unit == "us",
+        )
         scale = layout.unit_ns
         created = self.clock() * 1000
         ref = LineRef(JOB_KEY, "", interval_ms, start)
@@ -238,7 +276,9 @@ class FioLatencyJob:
             )
             for st in weighted_interval((r for _, _, r in merged), layout, opts, start, end):
                 stats: dict[str, float | int | None] = {
-                    "samples": st.samples, "min": st.min * scale, "mean": st.avg * scale,
+                    "samples": st.samples,
+                    "min": st.min * scale,
+                    "mean": st.avg * scale,
                     "max": st.max * scale,
                 }
                 for p, v in zip(opts.percs, st.pcts, strict=True):

@@ -34,8 +34,10 @@ from pipeline.shippers.identity import identify
 from pipeline.shippers.registry import Registry
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.bulk import BulkSink
+from pipeline.sink.capabilities import detect
 from pipeline.sink.documents import DocContext, FioSource
 from pipeline.sink.search import delete_by_query, iter_hits, refresh
+from pipeline.sink.templates import install, load_templates
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +66,20 @@ class MainJob:
         settings: the configuration.
         client: Elasticsearch client (already pointed at the cluster or embedded server).
         clock: wall-clock seconds.
+        install_templates: install (idempotently) the index templates first, as ``iolens setup``
+            does; what the cluster lacks is logged once.
     """
 
     def __init__(
-        self, settings: Settings, client: Elasticsearch, *, clock: Callable[[], float] = time.time
+        self,
+        settings: Settings,
+        client: Elasticsearch,
+        *,
+        clock: Callable[[], float] = time.time,
+        install_templates: bool = True,
     ) -> None:
+        if install_templates:
+            install(client, load_templates(), detect(client))
         self.settings = settings
         self.client = client
         self.clock = clock
@@ -78,7 +89,10 @@ class MainJob:
         self.registry = Registry(state / "registry.sqlite")
         self.acks = AckTracker()
         self.ctx = DocContext(namespace=settings.elasticsearch.namespace)
-        self.sink = BulkSink(client, settings.sink, state, on_ack=self._on_ack)
+        # The sink owns its retry loop with backoff: no transport-level retries underneath it.
+        self.sink = BulkSink(
+            client.options(max_retries=0), settings.sink, state, on_ack=self._on_ack
+        )
         self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock)
         self.latency = FioLatencyJob(
             search=lambda index, q, s: iter_hits(self.client, index, q, s),
@@ -126,8 +140,7 @@ class MainJob:
     def discover(self, path: Path, drop: DropSettings | None) -> FioTail | None:
         """Start (or resume) tailing ``path``; None while it cannot be identified yet."""
         p = str(path)
-        ident = identify(p, self.settings.shipper.fingerprint_bytes,
-                         whole_file=p.endswith(".gz"))
+        ident = identify(p, self.settings.shipper.fingerprint_bytes, whole_file=p.endswith(".gz"))
         if ident is None:
             self._unidentified[p] = drop or DropSettings(type="fio-hist", path=str(path.parent))
             return None
@@ -215,10 +228,20 @@ class MainJob:
         state = self.registry.reset(tail.key)
         self.acks.forget(tail.key)
         self.tails.pop(tail.key, None)
-        fresh = FioTail(tail.key, tail.path,
-                        FioSource(tail.source.host, tail.source.job, tail.source.prefix,
-                                  tail.path, tail.source.fingerprint, state.generation),
-                        tail.fio, tail.origin_ms)
+        fresh = FioTail(
+            tail.key,
+            tail.path,
+            FioSource(
+                tail.source.host,
+                tail.source.job,
+                tail.source.prefix,
+                tail.path,
+                tail.source.fingerprint,
+                state.generation,
+            ),
+            tail.fio,
+            tail.origin_ms,
+        )
         self.tails[tail.key] = fresh
         tail.__dict__.update(fresh.__dict__)
 
@@ -246,7 +269,13 @@ class MainJob:
                 if ref.file_key == JOB_KEY:
                     self.latency.acknowledged([ref])
                 else:
-                    self.acks.ack(ref.file_key, ref.end_offset)
+                    try:
+                        self.acks.ack(ref.file_key, ref.end_offset)
+                    except (KeyError, ValueError):
+                        # Delivered from the spool of an earlier process, or a second copy of
+                        # a line read again after a restart: the line is settled either way.
+                        log.debug("ack for %s:%s not tracked here", ref.path, ref.line_no)
+                        continue
                     keys.add(ref.file_key)
         self.dirty.touch(intervals)
         for key in keys:
@@ -295,8 +324,12 @@ class MainJob:
         """Watch the drop directories until ``stop`` is set."""
         drops = {str(Path(d.path)): d for d in self.settings.drops}
         watchers = [
-            DropWatcher([Path(d.path)], d.pattern, self.settings.shipper.observer,
-                        self.settings.shipper.poll_interval_s)
+            DropWatcher(
+                [Path(d.path)],
+                d.pattern,
+                self.settings.shipper.observer,
+                self.settings.shipper.poll_interval_s,
+            )
             for d in self.settings.drops
         ]
         for w in watchers:
@@ -340,9 +373,14 @@ class MainJob:
         """The summary so far, with sink counters and dead-letter counts."""
         s = self.summary
         s.files = len(self._read_keys)
-        s.docs = {index: {"indexed": st.indexed, "duplicate": st.duplicate,
-                          "dead_lettered": st.dead_lettered}
-                  for index, st in self.sink.stats().items()}
+        s.docs = {
+            index: {
+                "indexed": st.indexed,
+                "duplicate": st.duplicate,
+                "dead_lettered": st.dead_lettered,
+            }
+            for index, st in self.sink.stats().items()
+        }
         s.dead_letters = dict(self.sink.deadletters.count())
         s.spooled = self.sink.spool.pending()
         return s
@@ -365,8 +403,13 @@ def cluster_latency_rows(
     sort = [{"fio.interval.end_ms": "asc"}, {"fio.ddir": "asc"}]
     for hit in iter_hits(client, index, query, sort):
         src = hit["_source"]
-        rows.append({"end_ms": src["fio"]["interval"]["end_ms"], "ddir": src["fio"]["ddir"],
-                     **src["fio"]["clat_ns"]})
+        rows.append(
+            {
+                "end_ms": src["fio"]["interval"]["end_ms"],
+                "ddir": src["fio"]["ddir"],
+                **src["fio"]["clat_ns"],
+            }
+        )
     counts = Counter(r["ddir"] for r in rows)
     _ = counts
-    return rows[-limit * 4:]
+    return rows[-limit * 4 :]

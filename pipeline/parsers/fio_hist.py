@@ -31,6 +31,7 @@ from pipeline.reducers.fio_bins import BinLayout, layout_for_bins
 HEADER_FIELDS = 3  # time_ms, ddir, bs
 EPOCH_MS_THRESHOLD = 10**12  # timestamps above this are Unix epoch ms (log_unix_epoch)
 
+
 def split_fields(line: bytes, path: str, line_no: int) -> npt.NDArray[np.int64]:
     """Parse one line into its integer fields, shape ``(3 + nbins,)``.
 
@@ -40,16 +41,18 @@ def split_fields(line: bytes, path: str, line_no: int) -> npt.NDArray[np.int64]:
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         try:
-            fields = np.fromstring(line, dtype=np.int64, sep=",")  # type: ignore[call-overload]
+            fields = np.fromstring(line, dtype=np.int64, sep=",")
         except (ValueError, DeprecationWarning):
             fields = None
     if fields is None or fields.size < HEADER_FIELDS + 1:
         n = line.count(b",") + 1
         raise ParseError(
-            path, line_no, f"not a histogram record: expected integers 'time, ddir, bs, bins...' "
-            f"separated by ', ', got {n} field(s) starting {line[:40]!r}"
+            path,
+            line_no,
+            f"not a histogram record: expected integers 'time, ddir, bs, bins...' "
+            f"separated by ', ', got {n} field(s) starting {line[:40]!r}",
         )
-    return fields  # type: ignore[no-any-return]
+    return fields
 
 
 def detect_layout(
@@ -82,8 +85,10 @@ def row_from_fields(
     nbins = fields.size - HEADER_FIELDS
     if nbins != layout.nbins:
         raise ParseError(
-            path, line_no, f"{nbins} bins, but this log's layout has {layout.nbins} "
-            f"(from its first line); the line is cut or from another log"
+            path,
+            line_no,
+            f"{nbins} bins, but this log's layout has {layout.nbins} "
+            f"(from its first line); the line is cut or from another log",
         )
     t, ddir, bs = int(fields[0]), int(fields[1]), int(fields[2])
     if t < 0:

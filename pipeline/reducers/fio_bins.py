@@ -185,8 +185,7 @@ def layout_for_bins(
     hint = ""
     if group_nr != GROUP_NR_US and nbins in [(GROUP_NR_US * PLAT_VAL) >> c for c in range(7)]:
         hint = (
-            " (the 1216-bin layout of fio < 2.99: set fio.bins: us, or pass "
-            "--group_nr 19 --usbin)"
+            " (the 1216-bin layout of fio < 2.99: set fio.bins: us, or pass --group_nr 19 --usbin)"
         )
     raise ValueError(
         f"{nbins} histogram bins per record match no fio layout with {group_nr} groups; "

@@ -19,6 +19,7 @@ import heapq
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -103,7 +104,7 @@ def format_row(st: FlpStats, opts: FlpOptions) -> str:
     row: list[object] = [st.end, st.ddir, st.samples] if opts.directions else [st.end, st.samples]
     fmt = "%d, %s, %d, " if opts.directions else "%d, %d, "
     row += [float(x) / opts.divisor for x in values]
-    flt = "%%.%df" % opts.decimals
+    flt = f"%.{opts.decimals}f"
     if opts.divisor > 1:
         fmt += ", ".join([flt] * (len(values)))
     else:
@@ -124,8 +125,14 @@ class _BinVals:
 
 
 def _stats(
-    bv: _BinVals, opts: FlpOptions, end: float, ddir: str, hist: F64, samples: int,
-    mn: float, mx: float,
+    bv: _BinVals,
+    opts: FlpOptions,
+    end: float,
+    ddir: str,
+    hist: npt.NDArray[Any],
+    samples: int,
+    mn: float,
+    mx: float,
 ) -> FlpStats:
     # weighted_percentile and weighted_average of the script, same arrays, same operations.
     vs, ws = bv.vals, hist

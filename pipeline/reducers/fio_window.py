@@ -85,8 +85,11 @@ class WindowTracker:
 
     def cursor(self) -> dict[str, object]:
         """JSON-able state to resume after the last placed row."""
-        return {"origin_ms": self.origin_ms, "epoch": self.epoch,
-                "prev_ms": {str(k): v for k, v in self.prev_ms.items()}}
+        return {
+            "origin_ms": self.origin_ms,
+            "epoch": self.epoch,
+            "prev_ms": {str(k): v for k, v in self.prev_ms.items()},
+        }
 
     @classmethod
     def resume(cls, interval_ms: int, cursor: Mapping[str, object]) -> WindowTracker:
@@ -95,8 +98,9 @@ class WindowTracker:
         assert isinstance(prev, Mapping)
         origin = cursor["origin_ms"]
         assert isinstance(origin, int)
-        return cls(interval_ms, origin, bool(cursor["epoch"]),
-                   {int(k): int(v) for k, v in prev.items()})
+        return cls(
+            interval_ms, origin, bool(cursor["epoch"]), {int(k): int(v) for k, v in prev.items()}
+        )
 
 
 def histogram_stats(
@@ -142,7 +146,9 @@ class IntervalMerger:
                 self.add_sparse(key, r.bin_idx, r.counts)
 
     def add_sparse(
-        self, key: tuple[str, str, str, int], bin_idx: npt.NDArray[np.int64],
+        self,
+        key: tuple[str, str, str, int],
+        bin_idx: npt.NDArray[np.int64],
         counts: npt.NDArray[np.int64],
     ) -> None:
         """Add the non-empty bins of one record under ``key``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TextIO
+from typing import Literal, TextIO
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.fio_hist import detect_layout, is_epoch_ms
@@ -23,7 +23,7 @@ def flp_layout(path: str, group_nr: int, usbin: bool) -> BinLayout:
         ParseError: no accepted layout has that many bins.
     """
     line = first_line(path)
-    unit = "us" if usbin or group_nr < 29 else "ns"
+    unit: Literal["ns", "us"] = "us" if usbin or group_nr < 29 else "ns"
     candidates = range(GROUP_NR_US, 27) if GROUP_NR_US <= group_nr <= 26 else [group_nr]
     err: ParseError | None = None
     for g in candidates:
@@ -47,7 +47,7 @@ def window_lines(files: Sequence[str], layout: BinLayout, opts: FlpOptions) -> I
             merger.add(tracker.place(row), "", path)
     keys = sorted({k[3] for k in merger.hists})
     want = [DIR_NAMES[d] for d in opts.printdirs]
-    flt = "%%.%df" % opts.decimals
+    flt = f"%.{opts.decimals}f"
     for start in keys:
         for code, ddir in zip(opts.printdirs, want, strict=True):
             key = ("cluster", "", ddir, start)

@@ -32,8 +32,9 @@ def print_summary(
     if summary.spooled:
         console.print(f"{summary.spooled} documents are spooled until the cluster answers")
     if any(summary.dead_letters.values()):
-        console.print("dead letters: " + ", ".join(f"{k} {v}" for k, v in
-                                                    summary.dead_letters.items()))
+        console.print(
+            "dead letters: " + ", ".join(f"{k} {v}" for k, v in summary.dead_letters.items())
+        )
     if not latency_rows:
         return
     lat = Table(title="cluster-wide completion latency (clat) per interval, µs")
@@ -41,6 +42,13 @@ def print_summary(
         lat.add_column(col, justify="right")
     for r in latency_rows:
         end = datetime.fromtimestamp(float(str(r["end_ms"])) / 1000, tz=UTC)
-        lat.add_row(end.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], str(r["ddir"]), str(r["samples"]),
-                    _us(r.get("p50")), _us(r.get("p95")), _us(r.get("p99")), _us(r.get("max")))
+        lat.add_row(
+            end.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+            str(r["ddir"]),
+            str(r["samples"]),
+            _us(r.get("p50")),
+            _us(r.get("p95")),
+            _us(r.get("p99")),
+            _us(r.get("max")),
+        )
     console.print(lat)

@@ -107,7 +107,9 @@ class FioTail:
             return None
         lay = self.layout
         state: dict[str, object] = {
-            "group_nr": lay.group_nr, "coarseness": lay.coarseness, "unit": lay.unit,
+            "group_nr": lay.group_nr,
+            "coarseness": lay.coarseness,
+            "unit": lay.unit,
             "host": self.source.host,
             "window": self.tracker.cursor() if self.tracker else None,
         }
@@ -130,9 +132,7 @@ class FioTail:
                 raise ParseError(self.path, line_no, str(err)) from None
         return detect_layout(line, self.path)
 
-    def process(
-        self, chunk: TailChunk, ctx: DocContext, created_ms: float
-    ) -> Iterator[LineResult]:
+    def process(self, chunk: TailChunk, ctx: DocContext, created_ms: float) -> Iterator[LineResult]:
         """Turn the chunk's lines into documents (or bad-line records), advancing the tail.
 
         Raises:
@@ -164,8 +164,14 @@ class FioTail:
                 self.tracker = WindowTracker(self.fio.interval_ms, origin, epoch)
             placed = self.tracker.place(row)
             doc = histogram_document(
-                ctx, self.source, placed, self.layout, ref, line_start,
-                self.fio.percentiles, created_ms,
+                ctx,
+                self.source,
+                placed,
+                self.layout,
+                ref,
+                line_start,
+                self.fio.percentiles,
+                created_ms,
             )
             self.snapshots[end] = self.cursor() or ""
             yield LineResult(ref, (doc,))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.fio_hist import row_from_fields, split_fields
@@ -21,7 +21,7 @@ def open_log(path: str | Path) -> IO[bytes]:
     """Open a log for binary reading; ``.gz`` files are decompressed on the fly."""
     p = str(path)
     if p.endswith(".gz"):
-        return gzip.open(p, "rb")
+        return cast(IO[bytes], gzip.open(p, "rb"))
     return open(p, "rb", buffering=1 << 20)
 
 

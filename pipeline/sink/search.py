@@ -30,7 +30,7 @@ def iter_hits(
                 query=dict(query),
                 sort=[dict(s) for s in sort],
                 size=page_size,
-                source=list(source) if source is not None else None,
+                source_includes=list(source) if source is not None else None,
                 search_after=after,
             )
         except NotFoundError:
@@ -53,8 +53,9 @@ def refresh(client: Elasticsearch, index: str) -> None:
 def delete_by_query(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
     """Delete the documents matching ``query`` (data streams allow it); returns how many."""
     try:
-        resp = client.delete_by_query(index=index, query=dict(query), refresh=True,
-                                      conflicts="proceed")
+        resp = client.delete_by_query(
+            index=index, query=dict(query), refresh=True, conflicts="proceed"
+        )
     except NotFoundError:
         return 0
     return int(resp.get("deleted", 0))

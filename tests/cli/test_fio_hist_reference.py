@@ -20,11 +20,30 @@ RUN_A = [f"randrw_clat_hist.{i}.log" for i in (1, 2, 3, 4)]
 GOLDEN = {
     "flp_runA.csv": [],
     "flp_runA_i_100.csv": ["-i", "100"],
-    "flp_runA_i_100_directions_rwm_percentiles_90_95_99_99.9.csv":
-        ["-i", "100", "--directions", "rwm", "--percentiles", "90:95:99:99.9"],
-    "flp_runA_i_1000_directions_rwm_d_1000.csv": ["-i", "1000", "--directions", "rwm", "-d", "1000"],
+    "flp_runA_i_100_directions_rwm_percentiles_90_95_99_99.9.csv": [
+        "-i",
+        "100",
+        "--directions",
+        "rwm",
+        "--percentiles",
+        "90:95:99:99.9",
+    ],
+    "flp_runA_i_1000_directions_rwm_d_1000.csv": [
+        "-i",
+        "1000",
+        "--directions",
+        "rwm",
+        "-d",
+        "1000",
+    ],
     "flp_runA_noweight.csv": ["--noweight"],
-    "flp_runA_noweight_i_100_directions_rwm.csv": ["--noweight", "-i", "100", "--directions", "rwm"],
+    "flp_runA_noweight_i_100_directions_rwm.csv": [
+        "--noweight",
+        "-i",
+        "100",
+        "--directions",
+        "rwm",
+    ],
 }
 
 
@@ -34,8 +53,13 @@ def iolens_output(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def reference_output(script: Path, args: list[str]) -> str:
-    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                          check=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
     return done.stdout
 
 
@@ -49,20 +73,25 @@ def run_a(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 @pytest.mark.parametrize("golden", sorted(GOLDEN))
-def test_golden_outputs_of_the_reference(golden: str, run_a: list[str],
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_golden_outputs_of_the_reference(
+    golden: str, run_a: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     expected = (SHARED_FIO / "expected" / golden).read_text()
     assert iolens_output([*GOLDEN[golden], *run_a], capsys) == expected
 
 
-@pytest.mark.parametrize("options", [
-    [],
-    ["-i", "250", "--directions", "rw", "--percentiles", "50:90:99:99.9"],
-    ["-i", "100", "--directions", "rwm", "-d", "1000", "--decimals", "2"],
-    ["--noweight", "-i", "500", "--directions", "m"],
-])
-def test_real_fio_logs_match_reference(options: list[str], fio_run: Path, reference_script: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [
+        [],
+        ["-i", "250", "--directions", "rw", "--percentiles", "50:90:99:99.9"],
+        ["-i", "100", "--directions", "rwm", "-d", "1000", "--decimals", "2"],
+        ["--noweight", "-i", "500", "--directions", "m"],
+    ],
+)
+def test_real_fio_logs_match_reference(
+    options: list[str], fio_run: Path, reference_script: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     files = [str(fio_run / f"xc_clat_hist.{i}.log") for i in (1, 2)]
     expected = reference_output(reference_script, [*options, *files])
     assert expected.count("\n") > 3
@@ -81,8 +110,9 @@ def to_1216_bins(line: str) -> str:
     return ", ".join(str(v) for v in [*fields[:3], *out.tolist()])
 
 
-def test_1216_bin_log_matches_reference(fio_run: Path, reference_script: Path, tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_1216_bin_log_matches_reference(
+    fio_run: Path, reference_script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     files = []
     for i in (1, 2):
         src = (fio_run / f"xc_clat_hist.{i}.log").read_text().splitlines()
@@ -90,14 +120,17 @@ def test_1216_bin_log_matches_reference(fio_run: Path, reference_script: Path, t
         dst.write_text("".join(to_1216_bins(line) + "\n" for line in src))
         files.append(str(dst))
     assert len(Path(files[0]).read_text().splitlines()[0].split(",")) == 1216 + 3
-    for options in (["--group_nr", "19", "--usbin"],
-                    ["--group_nr", "19", "--usbin", "-i", "250", "--directions", "rw"]):
+    for options in (
+        ["--group_nr", "19", "--usbin"],
+        ["--group_nr", "19", "--usbin", "-i", "250", "--directions", "rw"],
+    ):
         expected = reference_output(reference_script, [*options, *files])
         assert iolens_output([*options, *files], capsys) == expected
 
 
-def test_coarse_log_matches_reference(fio_run: Path, reference_script: Path, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_coarse_log_matches_reference(
+    fio_run: Path, reference_script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``log_hist_coarseness=2`` (464 bins): fio sums runs of 4 buckets (fio.md 1.4)."""
     dst = tmp_path / "coarse_clat_hist.1.log"
     with dst.open("w") as out:
@@ -109,8 +142,9 @@ def test_coarse_log_matches_reference(fio_run: Path, reference_script: Path, tmp
     assert iolens_output(["--directions", "rwm", str(dst)], capsys) == expected
 
 
-def test_1216_bin_log_is_refused_without_being_told(tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_1216_bin_log_is_refused_without_being_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = tmp_path / "old_clat_hist.1.log"
     log.write_text(", ".join(["101", "0", "4096"] + ["0"] * 1216) + "\n")
     assert main(["fio-hist", str(log)]) == 2
@@ -126,8 +160,9 @@ def test_empty_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert f"{log}:1: empty file" in capsys.readouterr().err
 
 
-def test_bad_line_names_file_and_line(tmp_path: Path, run_a: list[str],
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_line_names_file_and_line(
+    tmp_path: Path, run_a: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     lines = Path(run_a[0]).read_text().splitlines(keepends=True)
     lines[4] = lines[4].replace(", 0, ", ", x, ", 1)
     bad = tmp_path / "bad_clat_hist.1.log"

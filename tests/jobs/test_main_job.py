@@ -1,0 +1,179 @@
+"""The main job end to end against the embedded server: exactly once, restarts, bad input."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from elasticsearch import Elasticsearch
+
+from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.settings import Settings, settings_from_mapping
+from pipeline.shippers.registry import Registry
+from pipeline.sink.deadletter import DeadLetters
+from pipeline.sink.embedded import free_port
+from pipeline.sink.search import refresh
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "fio" / "samples"
+SAMPLE_LINES = 315  # 4 logs: 79 + 80 + 78 + 78 records
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def drop(tmp_path: Path) -> Path:
+    """A drop directory holding a copy of the bundled two-host samples."""
+    d = tmp_path / "drop"
+    shutil.copytree(SAMPLES, d, ignore=shutil.ignore_patterns("*.fio", "*.md"))
+    return d
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+def make_settings(es_url: str, drop: Path, state: Path, namespace: str, **fio: Any) -> Settings:
+    return settings_from_mapping(
+        {
+            "elasticsearch": {"url": es_url, "namespace": namespace},
+            "state_dir": str(state),
+            "drops": [{"type": "fio-hist", "path": str(drop)}],
+            "fio": {
+                "run_start": "2026-11-22T05:25:00.203Z",
+                "host_offsets_ms": {"node02": 1503},
+                "settle_s": 0,
+                **fio,
+            },
+            "sink": {"max_retries": 0},
+        }
+    )
+
+
+def run_once(settings: Settings, client: Elasticsearch, **kw: Any) -> RunSummary:
+    job = MainJob(settings, client, **kw)
+    try:
+        return job.run_once()
+    finally:
+        job.close()
+
+
+@pytest.fixture
+def client(es_url: str) -> Iterator[Elasticsearch]:
+    c = Elasticsearch(es_url)
+    yield c
+    c.close()
+
+
+def count(client: Elasticsearch, stream: str, ns: str, query: dict | None = None) -> int:
+    index = f"metrics-{stream}-{ns}"
+    refresh(client, index)
+    return int(client.count(index=index, query=query or {"match_all": {}})["count"])
+
+
+def test_every_record_indexed_once_and_restarts_read_nothing(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    first = run_once(settings, client)
+    hist = f"metrics-fio.histogram-{namespace}"
+    lat = f"metrics-fio.latency-{namespace}"
+    assert first.files == 4
+    assert first.lines == SAMPLE_LINES
+    assert first.docs[hist]["indexed"] == SAMPLE_LINES
+    n_latency = first.docs[lat]["indexed"]
+    assert count(client, "fio.histogram", namespace) == SAMPLE_LINES
+    assert count(client, "fio.latency", namespace) == n_latency
+    # 2 hosts x 2 jobs: per interval and ddir one cluster, two host and four job documents
+    cluster = count(client, "fio.latency", namespace, {"term": {"iolens.scope": "cluster"}})
+    assert cluster > 0 and n_latency <= cluster * 7
+
+    # The registry committed every line: a restart reads nothing and indexes nothing.
+    reg = Registry(tmp_path / "state" / "registry.sqlite")
+    states = reg.all()
+    reg.close()
+    assert sum(s.line_no for s in states) == SAMPLE_LINES
+    assert all(s.offset == (drop / Path(s.path).relative_to(drop)).stat().st_size for s in states)
+    second = run_once(settings, client)
+    assert second.lines == 0
+    assert second.docs.get(hist, {"indexed": 0})["indexed"] == 0
+
+    # Without the registry, everything is read again and every document is a duplicate (409).
+    third = run_once(make_settings(es_url, drop, tmp_path / "state2", namespace), client)
+    assert third.lines == SAMPLE_LINES
+    assert third.docs[hist] == {"indexed": 0, "duplicate": SAMPLE_LINES, "dead_lettered": 0}
+    assert third.docs[lat] == {"indexed": 0, "duplicate": n_latency, "dead_lettered": 0}
+    assert count(client, "fio.histogram", namespace) == SAMPLE_LINES
+    assert count(client, "fio.latency", namespace) == n_latency
+
+
+def test_bad_line_is_dead_lettered_and_the_rest_indexed(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    log = drop / "node01" / "randrw_clat_hist.1.log"
+    lines = log.read_bytes().split(b"\n")
+    lines[6] = lines[6][: len(lines[6]) // 2]  # a cut record: too few bins
+    log.write_bytes(b"\n".join(lines))
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    summary = run_once(settings, client)
+    assert summary.bad_lines == 1
+    assert summary.lines == SAMPLE_LINES
+    assert count(client, "fio.histogram", namespace) == SAMPLE_LINES - 1
+    [bad] = list(DeadLetters(tmp_path / "state" / "deadletter").iter_inputs())
+    assert (bad.path, bad.line_no, bad.stage) == (str(log), 7, "parse")
+    assert "bins, but this log's layout has 1856" in bad.reason
+    assert bad.raw_bytes == lines[6]
+
+
+def test_not_a_histogram_log_is_quarantined_whole(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    (drop / "node01" / "junk_clat_hist.9.log").write_text("this is not, a histogram\n")
+    summary = run_once(make_settings(es_url, drop, tmp_path / "state", namespace), client)
+    assert summary.bad_files == 1
+    assert (tmp_path / "state" / "deadletter" / "files" / "junk_clat_hist.9.log").exists()
+    assert count(client, "fio.histogram", namespace) == SAMPLE_LINES
+
+
+def test_renamed_file_is_not_read_again_and_appended_lines_are(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    log = drop / "node02" / "randrw_clat_hist.2.log"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:40]) + lines[40][:100])  # a partial last line
+    first = run_once(settings, client)
+    assert first.lines == SAMPLE_LINES - len(lines) + 40
+    moved = drop / "node02" / "randrw_clat_hist.2.log.node02"
+    log.rename(moved)
+    with moved.open("ab") as fh:
+        fh.write(lines[40][100:] + b"".join(lines[41:]))
+    second = run_once(settings, client)
+    assert second.lines == len(lines) - 40
+    assert count(client, "fio.histogram", namespace) == SAMPLE_LINES
+
+
+def test_outage_spools_and_delivers_on_the_next_run(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    run_once(settings, client)  # templates and a first copy of everything
+    ns2 = namespace + "b"
+    settings2 = make_settings(es_url, drop, tmp_path / "state2", ns2)
+    dead = Elasticsearch(f"http://127.0.0.1:{free_port()}", request_timeout=2)
+    down = run_once(settings2, dead, install_templates=False)
+    dead.close()
+    assert down.spooled == SAMPLE_LINES
+    reg = Registry(tmp_path / "state2" / "registry.sqlite")
+    assert all(s.offset == 0 for s in reg.all())  # nothing acknowledged, nothing committed
+    reg.close()
+    up = run_once(settings2, client)
+    assert up.spooled == 0
+    assert count(client, "fio.histogram", ns2) == SAMPLE_LINES
+    reg = Registry(tmp_path / "state2" / "registry.sqlite")
+    assert sum(s.line_no for s in reg.all()) == SAMPLE_LINES
+    reg.close()
