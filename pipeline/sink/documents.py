@@ -173,6 +173,8 @@ def latency_document(
         fio["job"] = key.job
     source["fio"] = fio
     source["iolens"] = {"scope": key.scope, "method": key.method}
+    # The revision (records merged, samples) is part of the id: the same inputs give the same
+    # id (a replay is a 409); more inputs give a new document that supersedes the old one.
     ident = doc_id(
         LATENCY_DATASET,
         key.scope,
@@ -182,5 +184,7 @@ def latency_document(
         key.interval_start_ms,
         key.interval_ms,
         key.method,
+        records,
+        stats.get("samples"),
     )
     return Document(stream_name("metrics", LATENCY_DATASET, ctx.namespace), ident, source, refs)

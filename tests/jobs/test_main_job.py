@@ -177,3 +177,50 @@ def test_outage_spools_and_delivers_on_the_next_run(
     reg = Registry(tmp_path / "state2" / "registry.sqlite")
     assert sum(s.line_no for s in reg.all()) == SAMPLE_LINES
     reg.close()
+
+
+def latency_by_key(client: Elasticsearch, ns: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+    from pipeline.sink.search import iter_hits
+
+    index = f"metrics-fio.latency-{ns}"
+    refresh(client, index)
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    sort = [
+        {"fio.interval.start_ms": "asc"},
+        {"iolens.scope": "asc"},
+        {"fio.ddir": "asc"},
+        {"host.name": "asc"},
+        {"fio.job": "asc"},
+    ]
+    for hit in iter_hits(client, index, {"match_all": {}}, sort):
+        s = hit["_source"]
+        key = (
+            s["iolens"]["scope"],
+            s.get("host", {}).get("name"),
+            s["fio"].get("job"),
+            s["fio"]["ddir"],
+            s["fio"]["interval"]["start_ms"],
+        )
+        assert key not in out, f"two documents for {key}"
+        out[key] = s["fio"]["clat_ns"]
+    return out
+
+
+def test_late_records_re_merge_their_interval(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    log = drop / "node01" / "randrw_clat_hist.1.log"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:25]))
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    run_once(settings, client)
+    partial = latency_by_key(client, namespace)
+    with log.open("ab") as fh:
+        fh.write(b"".join(lines[25:]))
+    run_once(settings, client)
+    merged = latency_by_key(client, namespace)  # one document per key: the old one was replaced
+
+    full_ns = namespace + "full"
+    run_once(make_settings(es_url, drop, tmp_path / "state-full", full_ns), client)
+    assert merged == latency_by_key(client, full_ns)
+    assert merged != partial

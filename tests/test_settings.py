@@ -1,0 +1,85 @@
+"""The configuration model: defaults, closed to unknown keys, environment overrides, schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.settings import (
+    ConfigError,
+    Settings,
+    json_schema,
+    load_settings,
+    settings_from_mapping,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_documented_defaults_file_is_the_defaults() -> None:
+    assert load_settings(REPO / "config" / "pipeline.yaml", env={}) == Settings()
+
+
+def test_schema_file_is_current() -> None:
+    """Fails when the model changed without `make schema`."""
+    on_disk = json.loads((REPO / "config" / "schemas" / "pipeline.schema.json").read_text())
+    assert on_disk == json_schema()
+
+
+def test_unknown_key_is_named() -> None:
+    with pytest.raises(ConfigError) as err:
+        settings_from_mapping({"fio": {"interval": 100}}, env={})
+    assert "fio.interval: Extra inputs are not permitted" in str(err.value)
+
+
+def test_bad_value_is_named() -> None:
+    with pytest.raises(ConfigError) as err:
+        settings_from_mapping({"fio": {"interval_ms": 0, "percentiles": [50, 100]}}, env={})
+    text = str(err.value)
+    assert "fio.interval_ms: Input should be greater than 0" in text
+    assert "fio.percentiles: Value error, percentiles must lie strictly between 0 and 100" in text
+
+
+def test_namespace_must_be_a_data_stream_namespace() -> None:
+    with pytest.raises(ConfigError, match="elasticsearch.namespace"):
+        settings_from_mapping({"elasticsearch": {"namespace": "Prod-1"}}, env={})
+
+
+def test_environment_overrides_the_connection() -> None:
+    env = {
+        "IOLENS_ES_URL": "https://es:9200",
+        "IOLENS_ES_API_KEY": "a2V5",
+        "IOLENS_ES_USERNAME": "u",
+        "IOLENS_ES_PASSWORD": "p",
+        "IOLENS_ES_CA_CERTS": "/ca.pem",
+    }
+    es = settings_from_mapping({"elasticsearch": {"url": "http://x:9200"}}, env=env).elasticsearch
+    assert (es.url, es.api_key, es.username, es.password, es.ca_certs) == (
+        "https://es:9200",
+        "a2V5",
+        "u",
+        "p",
+        "/ca.pem",
+    )
+
+
+def test_settings_are_frozen() -> None:
+    s = Settings()
+    with pytest.raises(ValueError, match="frozen"):
+        s.fio.interval_ms = 5  # type: ignore[misc]
+
+
+def test_missing_and_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        load_settings(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("fio: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(bad)
+
+
+def test_percentiles_sorted_and_unique() -> None:
+    s = settings_from_mapping({"fio": {"percentiles": [99, 50, 99, 90]}}, env={})
+    assert s.fio.percentiles == (50.0, 90.0, 99.0)
