@@ -43,7 +43,7 @@ def test_bad_value_is_named() -> None:
 
 
 def test_namespace_must_be_a_data_stream_namespace() -> None:
-    with pytest.raises(ConfigError, match="elasticsearch.namespace"):
+    with pytest.raises(ConfigError, match=r"elasticsearch\.namespace"):
         settings_from_mapping({"elasticsearch": {"namespace": "Prod-1"}}, env={})
 
 

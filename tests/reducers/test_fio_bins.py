@@ -68,7 +68,7 @@ def test_detects_ns_layouts(nbins: int, coarse: int) -> None:
 
 
 def test_1216_bins_need_to_be_told() -> None:
-    with pytest.raises(ValueError, match="1216-bin layout of fio < 2.99"):
+    with pytest.raises(ValueError, match=r"1216-bin layout of fio < 2\.99"):
         layout_for_bins(1216)
     lay = layout_for_bins(1216, unit="us")
     assert lay == BinLayout(19, 0, "us")
