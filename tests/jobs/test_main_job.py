@@ -224,3 +224,69 @@ def test_late_records_re_merge_their_interval(
     run_once(make_settings(es_url, drop, tmp_path / "state-full", full_ns), client)
     assert merged == latency_by_key(client, full_ns)
     assert merged != partial
+
+
+def test_flp_method_matches_fiologparser_arithmetic(
+    es_url: str,
+    client: Elasticsearch,
+    drop: Path,
+    tmp_path: Path,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``fio.method: flp`` through Elasticsearch gives what ``iolens fio-hist`` (byte-identical
+    to fiologparser_hist.py) prints for the same logs, up to the float rounding of epoch-ms
+    timestamps (1e-6 relative)."""
+    from pipeline.cli.main import main
+
+    shutil.rmtree(drop / "node02")
+    settings = settings_from_mapping(
+        {
+            "elasticsearch": {"url": es_url, "namespace": namespace},
+            "state_dir": str(tmp_path / "state"),
+            "drops": [{"type": "fio-hist", "path": str(drop)}],
+            "fio": {"run_start": "2026-01-01T00:00:00Z", "method": "flp", "settle_s": 0},
+        }
+    )
+    run_once(settings, client)
+    got = {
+        (k[4] - 1767225600000 + 1000, k[3]): v
+        for k, v in latency_by_key(client, namespace).items()
+        if k[0] == "cluster"
+    }
+    files = [str(drop / "node01" / f"randrw_clat_hist.{i}.log") for i in (1, 2)]
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "fio-hist",
+                "--directions",
+                "rwm",
+                "--percentiles",
+                "90:95:99:99.9",
+                "--decimals",
+                "6",
+                *files,
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    names = {"m": "mixed", "r": "read", "w": "write"}
+    expected = {}
+    for line in printed.splitlines()[1:]:
+        c = [x.strip() for x in line.split(",")]
+        expected[(int(c[0]), names[c[1]])] = [float(x) for x in c[2:]]
+    assert set(got) <= set(expected) and len(got) >= 9
+    for key, doc in got.items():
+        samples, _mn, mean, p50, p90, p95, p99, p999, _mx = expected[key]
+        assert doc["samples"] == samples
+        for field, want in (
+            ("mean", mean),
+            ("p50", p50),
+            ("p90", p90),
+            ("p95", p95),
+            ("p99", p99),
+            ("p99_9", p999),
+        ):
+            assert doc[field] == pytest.approx(want, rel=1e-6), (key, field)
