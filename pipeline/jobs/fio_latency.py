@@ -34,6 +34,7 @@ from pipeline.sink.documents import (
     latency_document,
     stream_name,
 )
+from pipeline.sink.search import ClusterUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,18 @@ class FioLatencyJob:
     computed: int = 0
 
     def run(self, force: bool = False) -> int:
-        """Compute every due interval; returns how many were computed."""
+        """Compute every due interval; returns how many were computed.
+
+        When the cluster cannot be read, the rest waits for the next run (nothing is lost: the
+        intervals stay in the durable dirty list).
+        """
+        try:
+            return self._run(force)
+        except ClusterUnavailable as err:
+            log.warning("merged percentiles postponed: %s", err)
+            return 0
+
+    def _run(self, force: bool) -> int:
         n = 0
         due = self.dirty.due(self.fio.settle_s, force)
         if due:
@@ -138,7 +150,11 @@ class FioLatencyJob:
                 self._pending[item] = (left - 1, began, ids)
                 continue
             del self._pending[item]
-            self._supersede(item, ids)
+            try:
+                self._supersede(item, ids)
+            except ClusterUnavailable as err:
+                log.warning("interval %s stays due: %s", item[1], err)
+                continue
             self.dirty.clear(item, began)
 
     def _supersede(self, item: tuple[int, int], ids: list[str]) -> None:

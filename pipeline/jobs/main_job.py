@@ -10,17 +10,15 @@ merged percentiles. Nothing is committed before it is acknowledged, so a crash r
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import socket
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from elasticsearch import Elasticsearch
 
 from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
 from pipeline.jobs.intervals import DirtyIntervals
@@ -32,9 +30,11 @@ from pipeline.shippers.fio_tail import FioTail, fio_path_parts, last_time_ms
 from pipeline.shippers.hosts import host_for
 from pipeline.shippers.identity import identify
 from pipeline.shippers.registry import Registry
+from pipeline.shippers.tailer import TailChunk
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.bulk import BulkSink
 from pipeline.sink.capabilities import detect
+from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext, FioSource
 from pipeline.sink.search import delete_by_query, iter_hits, refresh
 from pipeline.sink.templates import install, load_templates
@@ -64,7 +64,7 @@ class MainJob:
 
     Args:
         settings: the configuration.
-        client: Elasticsearch client (already pointed at the cluster or embedded server).
+        client: Client client (already pointed at the cluster or embedded server).
         clock: wall-clock seconds.
         install_templates: install (idempotently) the index templates first, as ``iolens setup``
             does; what the cluster lacks is logged once.
@@ -73,7 +73,7 @@ class MainJob:
     def __init__(
         self,
         settings: Settings,
-        client: Elasticsearch,
+        client: Client,
         *,
         clock: Callable[[], float] = time.time,
         install_templates: bool = True,
@@ -116,8 +116,6 @@ class MainJob:
     # -- discovery -------------------------------------------------------------------------
 
     def _load_anchors(self) -> None:
-        import json
-
         for st in self.registry.all():
             if st.anchor_ms is not None and st.cursor:
                 host = json.loads(st.cursor).get("host")
@@ -204,10 +202,7 @@ class MainJob:
             if tail.compressed:
                 return n
 
-    def _ship(self, tail: FioTail, chunk: object) -> None:
-        from pipeline.shippers.tailer import TailChunk
-
-        assert isinstance(chunk, TailChunk)
+    def _ship(self, tail: FioTail, chunk: TailChunk) -> None:
         now_ms = self.clock() * 1000
         for res in tail.process(chunk, self.ctx, now_ms):
             self.summary.lines += 1
@@ -307,10 +302,9 @@ class MainJob:
     def finish(self) -> RunSummary:
         """Flush, compute every dirty interval, flush again; returns the summary."""
         self.sink.flush()
-        for p, drop in list(self._unidentified.items()):
+        for p in sorted(self._unidentified):
             log.warning("%s has no complete first line yet; it was not read", p)
-            del self._unidentified[p]
-            _ = drop
+        self._unidentified.clear()
         self.summary.intervals += self.latency.run(force=True)
         self.sink.flush()
         return self.snapshot()
@@ -393,9 +387,10 @@ class MainJob:
 
 
 def cluster_latency_rows(
-    client: Elasticsearch, namespace: str, limit: int = 200
+    client: Client, namespace: str, limit: int = 600
 ) -> list[dict[str, object]]:
-    """Cluster-wide merged percentiles as indexed, newest intervals last (for summaries)."""
+    """Cluster-wide merged percentiles as indexed, oldest first; at most the last ``limit``
+    documents (for summaries)."""
     index = f"metrics-fio.latency-{namespace}"
     refresh(client, index)
     rows: list[dict[str, object]] = []
@@ -410,6 +405,4 @@ def cluster_latency_rows(
                 **src["fio"]["clat_ns"],
             }
         )
-    counts = Counter(r["ddir"] for r in rows)
-    _ = counts
-    return rows[-limit * 4 :]
+    return rows[-limit:]

@@ -78,3 +78,7 @@ def ping_url(url: str, timeout: float, *, ssl_context: ssl.SSLContext | None = N
     except (OSError, ValueError) as err:
         log.debug("nothing answered at %s: %s", url, err)
         return False
+
+
+Client = Elasticsearch
+"""The client type, for stages that receive one without importing ``elasticsearch``."""

@@ -5,7 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from elasticsearch import Elasticsearch, NotFoundError
+from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
+
+
+class ClusterUnavailable(Exception):
+    """The cluster could not answer a read or delete (connection failure, timeout, 429, 5xx).
+
+    Scheduled jobs catch it and try again at their next tick.
+    """
+
+
+def _unavailable(err: Exception) -> bool:
+    if isinstance(err, TransportError):
+        return True
+    return isinstance(err, ApiError) and (err.status_code == 429 or err.status_code >= 500)
 
 
 def iter_hits(
@@ -35,6 +48,10 @@ def iter_hits(
             )
         except NotFoundError:
             return
+        except (ApiError, TransportError) as err:
+            if _unavailable(err):
+                raise ClusterUnavailable(f"search of {index} failed: {err}") from err
+            raise
         hits = resp["hits"]["hits"]
         yield from hits
         if len(hits) < page_size:
@@ -48,6 +65,10 @@ def refresh(client: Elasticsearch, index: str) -> None:
         client.indices.refresh(index=index)
     except NotFoundError:
         return
+    except (ApiError, TransportError) as err:
+        if _unavailable(err):
+            raise ClusterUnavailable(f"refresh of {index} failed: {err}") from err
+        raise
 
 
 def delete_by_query(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
@@ -58,4 +79,8 @@ def delete_by_query(client: Elasticsearch, index: str, query: Mapping[str, Any])
         )
     except NotFoundError:
         return 0
+    except (ApiError, TransportError) as err:
+        if _unavailable(err):
+            raise ClusterUnavailable(f"delete in {index} failed: {err}") from err
+        raise
     return int(resp.get("deleted", 0))

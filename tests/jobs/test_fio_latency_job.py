@@ -1,0 +1,105 @@
+"""The latency job's bookkeeping: due intervals, postponement, clearing after acknowledgement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.jobs.fio_latency import FioLatencyJob, layout_of, sparse_bins
+from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.records import Document
+from pipeline.reducers.fio_bins import BinLayout
+from pipeline.settings import FioSettings
+from pipeline.sink.documents import DocContext
+from pipeline.sink.search import ClusterUnavailable
+
+NS = BinLayout(29, 0, "ns")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def hit(host: str, job: str, ddir: str, counts: dict[int, int]) -> dict[str, Any]:
+    idx = sorted(counts)
+    return {
+        "_source": {
+            "host": {"name": host},
+            "fio": {
+                "job": job,
+                "ddir": ddir,
+                "bins": {"count": 1856, "unit": "ns", "coarseness": 0},
+                "window": {"end_ms": 5500},
+                "clat_ns": {
+                    "histogram": {
+                        "values": NS.midpoints_ns[idx].tolist(),
+                        "counts": [counts[i] for i in idx],
+                    }
+                },
+            },
+        }
+    }
+
+
+def make_job(
+    tmp_path: Path, search: Any, emitted: list[Document], clock: Clock, settle_s: float = 5.0
+) -> FioLatencyJob:
+    dirty = DirtyIntervals(tmp_path / "jobs.sqlite", clock=clock)
+    return FioLatencyJob(
+        search=search,
+        emit=emitted.append,
+        dirty=dirty,
+        fio=FioSettings(settle_s=settle_s),
+        ctx=DocContext("default", "a"),
+        clock=clock,
+    )
+
+
+def test_settle_then_compute_then_clear_on_ack(tmp_path: Path) -> None:
+    clock, emitted = Clock(), []
+    hits = [hit("n1", "1", "read", {700: 5}), hit("n2", "1", "write", {800: 2})]
+    job = make_job(tmp_path, lambda index, q, s: hits, emitted, clock)
+    job.dirty.touch([(1000, 5000)])
+    assert job.run() == 0  # not settled yet
+    clock.now += 5
+    assert job.run() == 1
+    # cluster: read, write, mixed; each of 2 hosts and 2 jobs: its ddir and mixed
+    assert len(emitted) == 3 + 4 + 4
+    cluster_mixed = [
+        d
+        for d in emitted
+        if d.source["iolens"]["scope"] == "cluster" and d.source["fio"]["ddir"] == "mixed"
+    ]
+    assert cluster_mixed[0].source["fio"]["clat_ns"]["samples"] == 7
+    assert job.run() == 0  # in flight: not computed twice
+    job.acknowledged([r for d in emitted for r in d.refs])
+    assert job.dirty.count() == 0
+
+
+def test_unavailable_cluster_postpones(tmp_path: Path) -> None:
+    def down(index: str, q: Any, s: Any) -> list[Any]:
+        raise ClusterUnavailable("search of x failed: connection refused")
+
+    clock, emitted = Clock(), []
+    job = make_job(tmp_path, down, emitted, clock, settle_s=0)
+    job.dirty.touch([(1000, 5000)])
+    assert job.run(force=True) == 0
+    assert job.dirty.due(0, force=True) == [(1000, 5000)]
+    assert emitted == []
+
+
+def test_sparse_bins_round_trip() -> None:
+    fio = hit("n", "1", "read", {3: 1, 900: 4})["_source"]["fio"]
+    layout = layout_of(fio)
+    assert layout == NS
+    idx, cnt = sparse_bins(fio, layout)
+    assert idx.tolist() == [3, 900] and cnt.tolist() == [1, 4]
+    fio["clat_ns"]["histogram"]["values"][1] += 1.0
+    with pytest.raises(ValueError, match="not bucket midpoints"):
+        sparse_bins(fio, layout)
