@@ -1,8 +1,13 @@
-"""Reading documents back: paged search with ``search_after`` (ES search API, 8.x)."""
+"""Reading documents back and removing superseded ones (ES search / delete-by-query APIs, 8.x).
+
+A missing index reads as empty. Failures that say "try later" (no connection, timeout, 429,
+5xx) become :class:`ClusterUnavailable`; other errors (a bad query) propagate.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
@@ -15,10 +20,22 @@ class ClusterUnavailable(Exception):
     """
 
 
-def _unavailable(err: Exception) -> bool:
-    if isinstance(err, TransportError):
-        return True
-    return isinstance(err, ApiError) and (err.status_code == 429 or err.status_code >= 500)
+class _Missing(Exception):
+    pass
+
+
+@contextmanager
+def _request(what: str) -> Iterator[None]:
+    try:
+        yield
+    except NotFoundError:
+        raise _Missing from None
+    except TransportError as err:
+        raise ClusterUnavailable(f"{what} failed: {err}") from err
+    except ApiError as err:
+        if err.status_code == 429 or err.status_code >= 500:
+            raise ClusterUnavailable(f"{what} failed: {err}") from err
+        raise
 
 
 def iter_hits(
@@ -33,25 +50,24 @@ def iter_hits(
     """Every hit of ``query`` in ``sort`` order, a page at a time.
 
     ``sort`` must end in a unique combination of fields (``search_after`` needs a total order).
-    A missing index yields nothing.
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
     """
     after: list[Any] | None = None
     while True:
         try:
-            resp = client.search(
-                index=index,
-                query=dict(query),
-                sort=[dict(s) for s in sort],
-                size=page_size,
-                source_includes=list(source) if source is not None else None,
-                search_after=after,
-            )
-        except NotFoundError:
+            with _request(f"search of {index}"):
+                resp = client.search(
+                    index=index,
+                    query=dict(query),
+                    sort=[dict(s) for s in sort],
+                    size=page_size,
+                    source_includes=list(source) if source is not None else None,
+                    search_after=after,
+                )
+        except _Missing:
             return
-        except (ApiError, TransportError) as err:
-            if _unavailable(err):
-                raise ClusterUnavailable(f"search of {index} failed: {err}") from err
-            raise
         hits = resp["hits"]["hits"]
         yield from hits
         if len(hits) < page_size:
@@ -60,27 +76,29 @@ def iter_hits(
 
 
 def refresh(client: Elasticsearch, index: str) -> None:
-    """Make recent writes searchable (ignores a missing index)."""
+    """Make recent writes searchable.
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
     try:
-        client.indices.refresh(index=index)
-    except NotFoundError:
+        with _request(f"refresh of {index}"):
+            client.indices.refresh(index=index)
+    except _Missing:
         return
-    except (ApiError, TransportError) as err:
-        if _unavailable(err):
-            raise ClusterUnavailable(f"refresh of {index} failed: {err}") from err
-        raise
 
 
 def delete_by_query(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
-    """Delete the documents matching ``query`` (data streams allow it); returns how many."""
+    """Delete the documents matching ``query`` (data streams allow it); returns how many.
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
     try:
-        resp = client.delete_by_query(
-            index=index, query=dict(query), refresh=True, conflicts="proceed"
-        )
-    except NotFoundError:
+        with _request(f"delete in {index}"):
+            resp = client.delete_by_query(
+                index=index, query=dict(query), refresh=True, conflicts="proceed"
+            )
+    except _Missing:
         return 0
-    except (ApiError, TransportError) as err:
-        if _unavailable(err):
-            raise ClusterUnavailable(f"delete in {index} failed: {err}") from err
-        raise
     return int(resp.get("deleted", 0))
