@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(docs)
         inputs = Table(title="rejected input")
         for col in ("time", "file:line", "reason"):
-            inputs.add_column(col)
+            inputs.add_column(col, overflow="fold")
         for i in dead.iter_inputs():
             inputs.add_row(i.timestamp, f"{i.path}:{i.line_no}", i.reason)
         console.print(inputs)

@@ -31,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
     state = Path(args.state_dir or settings.state_dir)
     console = Console()
     table = Table(title=f"registry {state / 'registry.sqlite'}")
-    for col in ("path", "offset", "lines", "generation"):
-        table.add_column(col)
+    table.add_column("path", overflow="fold")
+    for col in ("offset", "lines", "generation"):
+        table.add_column(col, justify="right")
     if (state / "registry.sqlite").exists():
         reg = Registry(state / "registry.sqlite")
         for st in reg.all():

@@ -169,3 +169,14 @@ def test_bad_line_names_file_and_line(
     bad.write_text("".join(lines))
     assert main(["fio-hist", str(bad)]) == 2
     assert f"{bad}:5: not a histogram record" in capsys.readouterr().err
+
+
+def test_job_file_sets_the_interval(
+    fio_run: Path, reference_script: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--job-file``: the interval defaults to the job's ``log_hist_msec`` (100 here)."""
+    files = [str(fio_run / f"xc_clat_hist.{i}.log") for i in (1, 2)]
+    options = ["--job-file", str(fio_run / "xc.fio")]
+    expected = reference_output(reference_script, [*options, *files])
+    assert expected.splitlines()[1].startswith("100, ")
+    assert iolens_output([*options, *files], capsys) == expected

@@ -1,0 +1,69 @@
+"""The subcommands as users type them, against the embedded server."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli.main import main
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "fio" / "samples"
+
+pytestmark = pytest.mark.integration
+
+
+def test_setup_ingest_status_deadletter(
+    es_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "300")  # rich tables: one line per row
+    ns = f"cli{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "iolens.yaml"
+    state = tmp_path / "state"
+    config.write_text(
+        f"elasticsearch: {{namespace: {ns}}}\nstate_dir: {state}\n"
+        "fio: {run_start: '2026-01-01T00:00:00Z', settle_s: 0}\n"
+    )
+    base = ["--config", str(config), "--es-url", es_url]
+
+    assert main([*base, "setup"]) == 0
+    out = capsys.readouterr().out
+    assert "installed index template metrics-fio.histogram (version 1)" in out
+    assert "ILM is not available on this cluster" in out
+
+    logs = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "node01", logs)
+    bad = logs / "randrw_clat_hist.1.log"
+    bad.write_bytes(bad.read_bytes() + b"123, 0, 4096, 7\n")
+    assert main([*base, "ingest", "--type", "fio-hist", *map(str, sorted(logs.glob("*.log")))]) == 0
+    out = capsys.readouterr().out
+    assert "files read: 2   lines: 160   bad lines: 1" in out
+    assert f"metrics-fio.histogram-{ns}" in out
+
+    assert main([*base, "status"]) == 0
+    out = capsys.readouterr().out
+    assert "randrw_clat_hist.1.log" in out
+    assert "dead letters: documents 0, inputs 1" in out
+    assert f"cluster: {es_url} answers" in out
+
+    assert main([*base, "deadletter", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "randrw_clat_hist.1.log:80" in out
+
+
+def test_config_errors_exit_2_and_name_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "iolens.yaml"
+    config.write_text("fio: {intervall_ms: 100}\n")
+    assert main(["--config", str(config), "run", "--once"]) == 2
+    assert "fio.intervall_ms: Extra inputs are not permitted" in capsys.readouterr().err
+
+
+def test_run_needs_a_drop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "iolens.yaml"
+    config.write_text("{}\n")
+    assert main(["--config", str(config), "run", "--once", "--drop", "sadf=/x"]) == 2
+    assert "--drop 'sadf=/x': expected fio-hist=DIR" in capsys.readouterr().err
