@@ -200,6 +200,7 @@ class MainJob:
                 self._quarantine_file(tail, err)
                 return n
             if tail.compressed:
+                tail.exhausted = True
                 return n
 
     def _ship(self, tail: FioTail, chunk: TailChunk) -> None:
@@ -222,23 +223,7 @@ class MainJob:
         log.warning("%s was truncated: reading it again from the start", tail.path)
         state = self.registry.reset(tail.key)
         self.acks.forget(tail.key)
-        self.tails.pop(tail.key, None)
-        fresh = FioTail(
-            tail.key,
-            tail.path,
-            FioSource(
-                tail.source.host,
-                tail.source.job,
-                tail.source.prefix,
-                tail.path,
-                tail.source.fingerprint,
-                state.generation,
-            ),
-            tail.fio,
-            tail.origin_ms,
-        )
-        self.tails[tail.key] = fresh
-        tail.__dict__.update(fresh.__dict__)
+        tail.restart(state.generation)
 
     def _quarantine_file(self, tail: FioTail, err: ParseError) -> None:
         self.summary.bad_files += 1
@@ -341,7 +326,8 @@ class MainJob:
                 self.sink.maybe_flush()
                 if self.clock() >= next_tick:
                     for tail in list(self.tails.values()):
-                        self.pump(tail)
+                        if not tail.exhausted:
+                            self.pump(tail)
                     self.summary.intervals += self.latency.run()
                     next_tick = self.clock() + self.settings.jobs.tick_s
         finally:
@@ -361,6 +347,7 @@ class MainJob:
             except FileNotFoundError:
                 continue
             if tail is not None:
+                tail.exhausted = False
                 self.pump(tail)
 
     def snapshot(self) -> RunSummary:

@@ -46,11 +46,17 @@ class LineResult:
 
 
 def last_time_ms(path: str) -> int | None:
-    """The timestamp of the last complete record of a plain log (reads only its tail)."""
-    with open(path, "rb") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        fh.seek(max(0, size - (1 << 16)))
-        data = fh.read()
+    """The timestamp of the last complete record of a log (a plain log: only its tail is read;
+    a ``.gz`` log is decompressed once). None when the file has no complete record."""
+    if path.endswith(".gz"):
+        chunk = read_gzip_lines(path)
+        data = chunk.lines[-1] + b"\n" if chunk.lines else b""
+        data = b"\n" + data
+    else:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - (1 << 16)))
+            data = fh.read()
     end = data.rfind(b"\n")
     if end <= 0:
         return None
@@ -74,6 +80,8 @@ class FioTail:
         layout: bin layout, known after the first line.
         tracker: window tracker, created at the first record.
         snapshots: cursor JSON after each read-but-uncommitted line, by end offset.
+        exhausted: a compressed log was read to its end; it is read again only when a file
+            event says it changed.
     """
 
     key: str
@@ -86,6 +94,16 @@ class FioTail:
     layout: BinLayout | None = None
     tracker: WindowTracker | None = None
     snapshots: dict[int, str] = field(default_factory=dict)
+    exhausted: bool = False
+
+    def restart(self, generation: int) -> None:
+        """Start over at byte 0 after a truncation, with the new generation in document ids."""
+        s = self.source
+        self.source = FioSource(s.host, s.job, s.prefix, self.path, s.fingerprint, generation)
+        self.offset = self.line_no = 0
+        self.layout, self.tracker = None, None
+        self.snapshots.clear()
+        self.exhausted = False
 
     @property
     def compressed(self) -> bool:

@@ -290,3 +290,36 @@ def test_flp_method_matches_fiologparser_arithmetic(
             ("p99_9", p999),
         ):
             assert doc[field] == pytest.approx(want, rel=1e-6), (key, field)
+
+
+def test_truncated_file_is_read_again_under_a_new_generation(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    run_once(settings, client)
+    log = drop / "node01" / "randrw_clat_hist.2.log"
+    lines = log.read_bytes().splitlines(keepends=True)
+    with log.open("r+b") as fh:  # same inode, same first line, shorter: truncated and rewritten
+        fh.truncate(0)
+        fh.write(b"".join(lines[:10]))
+    again = run_once(settings, client)
+    assert again.lines == 10
+    assert count(client, "fio.histogram", namespace) == SAMPLE_LINES + 10
+    reg = Registry(tmp_path / "state" / "registry.sqlite")
+    [state] = [s for s in reg.all() if s.path == str(log)]
+    reg.close()
+    assert (state.generation, state.line_no) == (1, 10)
+
+
+def test_gzip_logs_with_a_host_suffix(
+    es_url: str, client: Elasticsearch, tmp_path: Path, namespace: str
+) -> None:
+    import gzip
+
+    drop = tmp_path / "gz"
+    drop.mkdir()
+    src = SAMPLES / "node02" / "randrw_clat_hist.1.log"
+    (drop / "randrw_clat_hist.1.log.node07.gz").write_bytes(gzip.compress(src.read_bytes()))
+    summary = run_once(make_settings(es_url, drop, tmp_path / "state", namespace), client)
+    assert summary.lines == 78
+    assert count(client, "fio.histogram", namespace, {"term": {"host.name": "node07"}}) == 78
