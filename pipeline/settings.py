@@ -85,7 +85,10 @@ class ShipperSettings(_Frozen):
     )
     poll_interval_s: float = Field(1.0, gt=0, description="Scan period of the polling observer.")
     fingerprint_bytes: int = Field(
-        1024, ge=16, description="Leading bytes hashed into a file's identity."
+        65536,
+        ge=16,
+        description="At most this many leading bytes (up to the first line end) are hashed into "
+        "a file's identity; fio logs share their first kilobytes, so the whole first line counts.",
     )
     read_chunk_bytes: int = Field(
         4 << 20, ge=4096, description="At most this many bytes are read per file per pass."

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import re
 import sys
 
 from pipeline.reducers.fio_flp import FlpOptions
 from pipeline.report.fio_text import write_report
+from pipeline.settings import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -54,6 +56,14 @@ def interval_from_job_file(path: str) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the report to standard output; returns 0."""
+    for text in re.split("[,:]", args.percentiles):
+        try:
+            float(text)
+        except ValueError:
+            raise ConfigError(
+                f"--percentiles {args.percentiles!r}: {text!r} is not a number "
+                "(give numbers separated by ',' or ':', e.g. 90:99:99.9)"
+            ) from None
     interval = args.interval
     if interval is None and args.job_file:
         interval = interval_from_job_file(args.job_file)

@@ -10,27 +10,33 @@ merged percentiles. Nothing is committed before it is acknowledged, so a crash r
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import gzip
 import json
 import logging
+import os
 import shutil
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.parsers.errors import ParseError
 from pipeline.records import Document
-from pipeline.settings import DropSettings, Settings
+from pipeline.settings import ConfigError, DropSettings, Settings
 from pipeline.shippers.acks import AckTracker
 from pipeline.shippers.fio_tail import FioTail, fio_path_parts, last_time_ms
 from pipeline.shippers.hosts import host_for
 from pipeline.shippers.identity import identify
 from pipeline.shippers.registry import Registry
-from pipeline.shippers.tailer import TailChunk
+from pipeline.shippers.tailer import LineTooLong, TailChunk
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.bulk import BulkSink
 from pipeline.sink.capabilities import detect
@@ -78,13 +84,14 @@ class MainJob:
         clock: Callable[[], float] = time.time,
         install_templates: bool = True,
     ) -> None:
+        state = Path(settings.state_dir)
+        state.mkdir(parents=True, exist_ok=True)
+        self._lock = lock_state_dir(state)
         if install_templates:
             install(client, load_templates(), detect(client))
         self.settings = settings
         self.client = client
         self.clock = clock
-        state = Path(settings.state_dir)
-        state.mkdir(parents=True, exist_ok=True)
         self.state_dir = state
         self.registry = Registry(state / "registry.sqlite")
         self.acks = AckTracker()
@@ -105,6 +112,8 @@ class MainJob:
             delete=lambda index, query: delete_by_query(self.client, index, query),
         )
         self.tails: dict[str, FioTail] = {}
+        self._retired: dict[str, FioTail] = {}
+        self._drops: dict[str, DropSettings] = {}
         self._by_path: dict[str, str] = {}
         self._unidentified: dict[str, DropSettings] = {}
         self._anchors: dict[str, list[int]] = {}
@@ -127,23 +136,41 @@ class MainJob:
         if self.settings.fio.run_start is not None:
             return int(self.settings.fio.run_start.timestamp() * 1000)
         mtime_ms = int(Path(path).stat().st_mtime * 1000)
-        last = None if path.endswith(".gz") else last_time_ms(path)
-        estimate = mtime_ms - (last or 0)
+        estimate = mtime_ms - (last_time_ms(path) or 0)
         for known in self._anchors.get(host, []):
             if abs(known - estimate) <= ANCHOR_SNAP_MS:
                 return known
         self._anchors.setdefault(host, []).append(estimate)
         return estimate
 
-    def discover(self, path: Path, drop: DropSettings | None) -> FioTail | None:
-        """Start (or resume) tailing ``path``; None while it cannot be identified yet."""
-        p = str(path)
+    def _identify(self, p: str) -> str | None:
         ident = identify(p, self.settings.shipper.fingerprint_bytes, whole_file=p.endswith(".gz"))
-        if ident is None:
-            self._unidentified[p] = drop or DropSettings(type="fio-hist", path=str(path.parent))
+        return None if ident is None else ident.key
+
+    def discover(self, path: Path, drop: DropSettings | None) -> FioTail | None:
+        """Start (or resume) tailing ``path``.
+
+        Returns None while it cannot be identified yet (no complete first line), when it is gone,
+        hidden (``.name``: rsync and editors write such temporary files and rename them when
+        done), or was quarantined before.
+        """
+        p = str(path)
+        if path.name.startswith("."):
+            return None
+        drop = drop or DropSettings(type="fio-hist", path=str(path.parent))
+        try:
+            key = self._identify(p)
+        except FileNotFoundError:
+            self._unidentified.pop(p, None)
+            return None
+        if key is None:
+            self._unidentified[p] = drop
             return None
         self._unidentified.pop(p, None)
-        key = ident.key
+        previous = self._by_path.get(p)
+        if previous is not None and previous != key:
+            log.info("%s now holds another file: the old one is no longer read", p)
+            self._retire(previous)
         tail = self.tails.get(key)
         if tail is not None:
             if tail.path != p:
@@ -158,39 +185,84 @@ class MainJob:
         except ValueError as err:
             log.warning("skipping %s: %s", p, err)
             return None
-        drop_dir = Path(drop.path) if drop else path.parent
-        host = host_for(path, drop_dir, drop.host if drop else None, self._hostname)
+        host = host_for(path, Path(drop.path), drop.host, self._hostname)
         state = self.registry.get(key)
+        if state is not None and state.done:
+            return None  # quarantined earlier: it stays in the dead-letter area
         if state is None:
             state = self.registry.upsert_new(key, p, self._anchor_for(host, p))
         elif state.path != p:
             self.registry.set_path(key, p)
         offset_ms = self.settings.fio.host_offsets_ms.get(host, 0)
         anchor = state.anchor_ms if state.anchor_ms is not None else self._anchor_for(host, p)
-        src = FioSource(host, job, prefix, p, ident.fingerprint, state.generation)
+        src = FioSource(host, job, prefix, p, key.rsplit(":", 1)[-1])
         tail = FioTail(key, p, src, self.settings.fio, anchor + offset_ms)
         tail.resume(state.offset, state.line_no, state.cursor)
         self.tails[key] = tail
+        self._drops[key] = drop
         self._by_path[p] = key
+        self._retired.pop(key, None)
         return tail
+
+    def _retire(self, key: str) -> None:
+        """Stop reading a file (gone or replaced); its in-flight lines still get committed."""
+        tail = self.tails.pop(key, None)
+        if tail is None:
+            return
+        if self._by_path.get(tail.path) == key:
+            del self._by_path[tail.path]
+        self._retired[key] = tail
+
+    def _still_there(self, tail: FioTail) -> bool:
+        """Whether ``tail.path`` still holds the tail's file; if another file replaced it, that
+        one is discovered (and read by the caller's next pass)."""
+        try:
+            key = self._identify(tail.path)
+        except FileNotFoundError:
+            log.info("%s is gone", tail.path)
+            self._retire(tail.key)
+            return False
+        if key == tail.key:
+            return True
+        drop = self._drops.get(tail.key)
+        self._retire(tail.key)
+        if key is None:
+            self._unidentified[tail.path] = drop or DropSettings(
+                type="fio-hist", path=str(Path(tail.path).parent)
+            )
+        return False
 
     # -- reading ---------------------------------------------------------------------------
 
     def pump(self, tail: FioTail) -> int:
-        """Read and ship every complete line now in the file; returns lines read."""
+        """Read and ship every complete line now in the file; returns lines read.
+
+        A file that is not a line log (no line end within 1 MiB, damaged gzip data) is
+        quarantined whole; a ``.gz`` still being written is tried again later.
+        """
         n = 0
+        if not self._still_there(tail):
+            return n
         while True:
             try:
                 chunk = tail.read(self.settings.shipper.read_chunk_bytes)
             except FileNotFoundError:
+                self._retire(tail.key)
                 return n
-            except (EOFError, OSError) as err:
-                log.warning("%s: not readable yet (%s); will retry", tail.path, err)
+            except EOFError:
+                log.info("%s: compressed stream not complete yet; will retry", tail.path)
+                return n
+            except (LineTooLong, gzip.BadGzipFile, zlib.error) as err:
+                self._quarantine_file(tail, ParseError(tail.path, tail.line_no + 1, str(err)))
+                return n
+            except OSError as err:
+                log.warning("%s: cannot be read (%s); will retry", tail.path, err)
                 return n
             if chunk.truncated:
                 self._restart_truncated(tail)
                 continue
             if not chunk.lines:
+                tail.exhausted = tail.compressed
                 return n
             n += len(chunk.lines)
             self._read_keys.add(tail.key)
@@ -221,19 +293,20 @@ class MainJob:
 
     def _restart_truncated(self, tail: FioTail) -> None:
         log.warning("%s was truncated: reading it again from the start", tail.path)
-        state = self.registry.reset(tail.key)
+        self.registry.reset(tail.key)
         self.acks.forget(tail.key)
-        tail.restart(state.generation)
+        tail.restart()
 
     def _quarantine_file(self, tail: FioTail, err: ParseError) -> None:
         self.summary.bad_files += 1
         dest = self.state_dir / "deadletter" / "files"
         dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(tail.path, dest / Path(tail.path).name)
+        with contextlib.suppress(FileNotFoundError):
+            shutil.copy2(tail.path, dest / Path(tail.path).name)
         self.sink.deadletters.write_input(tail.path, err.line_no, err.reason, b"", "parse")
         log.error("%s; the file is kept in %s and skipped", err, dest)
         self.registry.mark_done(tail.key)
-        self.tails.pop(tail.key, None)
+        self._retire(tail.key)
 
     # -- acknowledgements ------------------------------------------------------------------
 
@@ -262,7 +335,7 @@ class MainJob:
             self._commit(key)
 
     def _commit(self, key: str) -> None:
-        tail = self.tails.get(key)
+        tail = self.tails.get(key) or self._retired.get(key)
         while (c := self.acks.committable(key)) is not None:
             offset, line_no = c
             cursor = tail.take_snapshot(offset) if tail else None
@@ -322,7 +395,9 @@ class MainJob:
                     events += w.drain(timeout_s=0.2 / max(1, len(watchers)))
                 self._handle(events, drops)
                 for p, drop in list(self._unidentified.items()):
-                    self.discover(Path(p), drop)
+                    tail = self.discover(Path(p), drop)
+                    if tail is not None:
+                        self.pump(tail)
                 self.sink.maybe_flush()
                 if self.clock() >= next_tick:
                     for tail in list(self.tails.values()):
@@ -340,6 +415,10 @@ class MainJob:
         for ev in events:
             path = ev.dest if ev.kind == "moved" and ev.dest is not None else ev.path
             if ev.kind == "deleted":
+                key = self._by_path.get(str(ev.path))
+                if key is not None:
+                    self._retire(key)
+                self._unidentified.pop(str(ev.path), None)
                 continue
             drop = next((d for root, d in drops.items() if str(path).startswith(root)), None)
             try:
@@ -371,6 +450,32 @@ class MainJob:
         self.sink.close()
         self.registry.close()
         self.dirty.close()
+        self._lock.close()
+
+
+def lock_state_dir(state: Path) -> IO[str]:
+    """Hold an exclusive lock on ``<state>/lock`` for the life of the process.
+
+    Raises:
+        ConfigError: another iolens process uses the state directory (two processes would
+            commit each other's offsets).
+    """
+    fh = (state / "lock").open("a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "unknown"
+        fh.close()
+        raise ConfigError(
+            f"state directory {state} is in use by another iolens process (pid {holder}); "
+            "stop it or pass another --state-dir"
+        ) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    return fh
 
 
 def cluster_latency_rows(

@@ -26,9 +26,11 @@ import numpy.typing as npt
 
 from pipeline.parsers.errors import ParseError
 from pipeline.records import FioHistRow
-from pipeline.reducers.fio_bins import BinLayout, layout_for_bins
+from pipeline.reducers.fio_bins import MAX_COARSENESS, BinLayout, layout_for_bins
 
 HEADER_FIELDS = 3  # time_ms, ddir, bs
+MAX_TIME_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+MAX_FIELD = 2**53  # larger values lose precision as JSON numbers (and int64 saturates at 2^63)
 EPOCH_MS_THRESHOLD = 10**12  # timestamps above this are Unix epoch ms (log_unix_epoch)
 
 
@@ -61,6 +63,7 @@ def detect_layout(
     *,
     unit: Literal["auto", "ns", "us"] = "auto",
     group_nr: int | None = None,
+    max_coarseness: int = MAX_COARSENESS,
 ) -> BinLayout:
     """Detect the bin layout from the column count of a log's first line.
 
@@ -69,7 +72,9 @@ def detect_layout(
     """
     fields = split_fields(first_line, path, 1)
     try:
-        return layout_for_bins(fields.size - HEADER_FIELDS, unit=unit, group_nr=group_nr)
+        return layout_for_bins(
+            fields.size - HEADER_FIELDS, unit=unit, group_nr=group_nr, max_coarseness=max_coarseness
+        )
     except ValueError as err:
         raise ParseError(path, 1, str(err)) from None
 
@@ -93,6 +98,10 @@ def row_from_fields(
     t, ddir, bs = int(fields[0]), int(fields[1]), int(fields[2])
     if t < 0:
         raise ParseError(path, line_no, f"negative timestamp {t}")
+    if t > MAX_TIME_MS:
+        raise ParseError(path, line_no, f"timestamp {t} ms is beyond the year 9999")
+    if int(fields.max()) >= MAX_FIELD:
+        raise ParseError(path, line_no, f"a value is out of range (>= 2^53): {int(fields.max())}")
     if ddir not in (0, 1, 2):
         raise ParseError(path, line_no, f"ddir {ddir} is not 0 (read), 1 (write) or 2 (trim)")
     bins = fields[HEADER_FIELDS:]

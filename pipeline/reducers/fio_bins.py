@@ -163,13 +163,18 @@ class BinLayout:
 
 
 def layout_for_bins(
-    nbins: int, *, unit: Literal["auto", "ns", "us"] = "auto", group_nr: int | None = None
+    nbins: int,
+    *,
+    unit: Literal["auto", "ns", "us"] = "auto",
+    group_nr: int | None = None,
+    max_coarseness: int = MAX_COARSENESS,
 ) -> BinLayout:
     """Detect the bin layout from the number of bins per record.
 
     ``auto`` accepts ``1856 / 2^c`` (ns, fio >= 2.99) for c = 0..6; a 1216-bin family log is
     only accepted when told (``unit="us"`` or ``group_nr=19``), because 1216/2^c collides with
     nothing fio >= 2.99 writes but the unit cannot be seen in the file (reference/fio.md 1.3).
+    ``max_coarseness`` is fio's 6; fiologparser_hist.py accepts up to 8.
 
     Raises:
         ValueError: no layout has that many bins; the message lists what would be accepted.
@@ -178,8 +183,8 @@ def layout_for_bins(
         group_nr = GROUP_NR_US if unit == "us" else GROUP_NR_NS
     resolved: Unit = unit if unit != "auto" else ("us" if group_nr < GROUP_NR_NS else "ns")
     fine = group_nr * PLAT_VAL
-    accepted = [fine >> c for c in range(MAX_COARSENESS + 1) if fine % (1 << c) == 0]
-    for c in range(MAX_COARSENESS + 1):
+    accepted = [fine >> c for c in range(max_coarseness + 1) if fine % (1 << c) == 0]
+    for c in range(max_coarseness + 1):
         if fine % (1 << c) == 0 and fine >> c == nbins:
             return BinLayout(group_nr=group_nr, coarseness=c, unit=resolved)
     hint = ""

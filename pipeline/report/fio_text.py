@@ -12,6 +12,7 @@ from pipeline.reducers.fio_flp import FlpOptions, flp_rows, format_row, header
 from pipeline.reducers.fio_window import IntervalMerger, WindowTracker
 from pipeline.shippers.logfiles import first_line, iter_rows
 
+FLP_MAX_COARSENESS = 8  # fiologparser_hist.py's guess_max_from_bins
 DIR_NAMES = {"m": "mixed", "r": "read", "w": "write", "t": "trim"}
 
 
@@ -28,7 +29,9 @@ def flp_layout(path: str, group_nr: int, usbin: bool) -> BinLayout:
     err: ParseError | None = None
     for g in candidates:
         try:
-            return detect_layout(line, path, unit=unit, group_nr=g)
+            return detect_layout(
+                line, path, unit=unit, group_nr=g, max_coarseness=FLP_MAX_COARSENESS
+            )
         except ParseError as e:
             err = err or e
     assert err is not None

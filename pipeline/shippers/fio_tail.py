@@ -13,16 +13,18 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.fio_hist import detect_layout, is_epoch_ms, row_from_fields, split_fields
-from pipeline.records import Document, LineRef
+from pipeline.records import DDIR_NAMES, Document, FioHistRow, LineRef
 from pipeline.reducers.fio_bins import BinLayout, layout_for_bins
-from pipeline.reducers.fio_window import WindowTracker
+from pipeline.reducers.fio_window import WindowTracker, histogram_stats
+from pipeline.reducers.histogram import LatencyHistogram
 from pipeline.settings import FioSettings
 from pipeline.shippers.hosts import fio_job_for, fio_prefix_for
 from pipeline.shippers.tailer import TailChunk, read_complete_lines, read_gzip_lines
-from pipeline.sink.documents import DocContext, FioSource, histogram_document
+from pipeline.sink.documents import DocContext, FioSource, RecordFields, histogram_document
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ class FioTail:
     Attributes:
         key: registry key of the file.
         path: current path.
-        source: host/job/prefix/fingerprint/generation for document ids and fields.
+        source: host/job/prefix/fingerprint for document ids and fields.
         fio: fio settings (interval, percentiles, layout overrides, host offsets).
         origin_ms: ms added to job-relative timestamps (run start + host offset).
         offset: next byte to read (>= the registry's committed offset).
@@ -96,10 +98,8 @@ class FioTail:
     snapshots: dict[int, str] = field(default_factory=dict)
     exhausted: bool = False
 
-    def restart(self, generation: int) -> None:
-        """Start over at byte 0 after a truncation, with the new generation in document ids."""
-        s = self.source
-        self.source = FioSource(s.host, s.job, s.prefix, self.path, s.fingerprint, generation)
+    def restart(self) -> None:
+        """Start over at byte 0 after a truncation."""
         self.offset = self.line_no = 0
         self.layout, self.tracker = None, None
         self.snapshots.clear()
@@ -180,20 +180,31 @@ class FioTail:
                 offset = self.fio.host_offsets_ms.get(self.source.host, 0)
                 origin = offset if epoch else self.origin_ms
                 self.tracker = WindowTracker(self.fio.interval_ms, origin, epoch)
-            placed = self.tracker.place(row)
             doc = histogram_document(
-                ctx,
-                self.source,
-                placed,
-                self.layout,
-                ref,
-                line_start,
-                self.fio.percentiles,
-                created_ms,
+                ctx, self.source, self._fields(row), ref, line_start, created_ms
             )
             self.snapshots[end] = self.cursor() or ""
             yield LineResult(ref, (doc,))
         self.offset = chunk.next_offset if chunk.lines else self.offset
+
+    def _fields(self, row: FioHistRow) -> RecordFields:
+        assert self.layout is not None and self.tracker is not None
+        placed = self.tracker.place(row)
+        hist = LatencyHistogram.from_sparse(self.layout, row.bin_idx, row.counts)
+        clat: dict[str, Any] = dict(histogram_stats(hist, self.fio.percentiles))
+        if row.bin_idx.size:
+            values, counts = hist.nonempty()
+            clat["histogram"] = {"values": values, "counts": counts}
+        lay = self.layout
+        return RecordFields(
+            time_ms=row.time_ms,
+            ddir=DDIR_NAMES[row.ddir],
+            bs=row.bs,
+            window_ms=(placed.start_ms, placed.end_ms),
+            interval_ms=(placed.interval_start_ms, placed.interval_end_ms, placed.interval_ms),
+            bins=(lay.nbins, lay.unit, lay.coarseness),
+            clat_ns=clat,
+        )
 
     def take_snapshot(self, end_offset: int) -> str | None:
         """Pop the cursor stored for a line (and drop older ones); None if unknown."""

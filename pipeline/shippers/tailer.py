@@ -29,6 +29,9 @@ OpenFn = Callable[..., IO[Any]]
 _EXTEND_BYTES = 64 << 10
 """Read step used to finish a line longer than ``max_bytes``."""
 
+MAX_LINE_BYTES = 1 << 20
+"""Longest line waited for: fio histogram records are at most a few tens of KB."""
+
 
 @dataclass(frozen=True)
 class TailChunk:
@@ -70,8 +73,23 @@ def split_complete_lines(data: bytes, start_offset: int) -> TailChunk:
     return TailChunk(lines, tuple(end_offsets), pos)
 
 
+class LineTooLong(ValueError):
+    """No line end within ``max_line_bytes`` of a line start: not a line-oriented log."""
+
+    def __init__(self, path: str, offset: int, max_line_bytes: int) -> None:
+        self.offset = offset
+        super().__init__(
+            f"no line end within {max_line_bytes} bytes after byte {offset}: not a text log"
+        )
+
+
 def read_complete_lines(
-    path: str | os.PathLike[str], offset: int, max_bytes: int, *, open_: OpenFn = open
+    path: str | os.PathLike[str],
+    offset: int,
+    max_bytes: int,
+    *,
+    open_: OpenFn = open,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> TailChunk:
     """Read the complete lines of ``path`` that start at or after ``offset``.
 
@@ -84,11 +102,13 @@ def read_complete_lines(
         offset: byte offset of the start of a line (0 or a committed ``end_offset``), >= 0.
         max_bytes: read budget in bytes, > 0.
         open_: ``open`` or a fake, called as ``open_(path, "rb")``.
+        max_line_bytes: a line longer than this is not waited for (see :class:`LineTooLong`).
 
     Returns:
         The lines; with ``truncated=True`` (and no lines) when the file is shorter than ``offset``.
 
     Raises:
+        LineTooLong: ``max_line_bytes`` bytes from ``offset`` hold no newline.
         ValueError: ``offset`` is negative or ``max_bytes`` is not positive.
         OSError: the file cannot be opened or read (FileNotFoundError if it vanished).
     """
@@ -102,15 +122,18 @@ def read_complete_lines(
         f.seek(offset)
         data = f.read(max_bytes)
         if b"\n" not in data and len(data) == max_bytes:
-            parts = [data]
-            while True:
+            parts, total = [data], len(data)
+            while total < max_line_bytes:
                 more = f.read(_EXTEND_BYTES)
                 parts.append(more)
+                total += len(more)
                 if not more or b"\n" in more:
                     break
             data = b"".join(parts)
             # Only that line (none if incomplete yet); the rest waits for the next call.
             data = data[: data.find(b"\n") + 1]
+        if b"\n" not in data[:max_line_bytes] and len(data) >= max_line_bytes:
+            raise LineTooLong(os.fspath(path), offset, max_line_bytes)
     return split_complete_lines(data, offset)
 
 

@@ -12,15 +12,12 @@ import base64
 import hashlib
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from pipeline import __version__
-from pipeline.records import DDIR_NAMES, Document, LineRef
-from pipeline.reducers.fio_bins import BinLayout
-from pipeline.reducers.fio_window import PlacedRow, histogram_stats
-from pipeline.reducers.histogram import LatencyHistogram
+from pipeline.records import Document, LineRef
 
 ECS_VERSION = "8.11.0"
 HISTOGRAM_DATASET = "fio.histogram"
@@ -53,7 +50,7 @@ class DocContext:
     """What every document of one iolens instance shares."""
 
     namespace: str = "default"
-    agent_name: str = socket.gethostname()
+    agent_name: str = field(default_factory=socket.gethostname)
 
     def base(
         self, kind: str, dataset: str, when_ms: int | float, created_ms: float
@@ -82,58 +79,62 @@ class FioSource:
     prefix: str
     path: str
     fingerprint: str
-    generation: int
+
+
+@dataclass(frozen=True)
+class RecordFields:
+    """What a histogram document says about its record, in plain values.
+
+    Attributes:
+        time_ms, ddir, bs: the record's own fields (ddir as a name: read/write/trim).
+        window_ms: ``(start, end]`` of its completion window on the output timeline.
+        interval_ms: ``(start, end, width)`` of the output interval it is assigned to.
+        bins: ``(count, unit, coarseness)`` of the log's bin layout.
+        clat_ns: statistics (``samples``, ``min`` ... ``p99_9``) and, when the record is not
+            empty, ``histogram``: ``{"values": bucket midpoints in ns, "counts": [...]}``.
+    """
+
+    time_ms: int
+    ddir: str
+    bs: int
+    window_ms: tuple[int, int]
+    interval_ms: tuple[int, int, int]
+    bins: tuple[int, str, int]
+    clat_ns: Mapping[str, Any]
 
 
 def histogram_document(
     ctx: DocContext,
     src: FioSource,
-    placed: PlacedRow,
-    layout: BinLayout,
+    rec: RecordFields,
     ref: LineRef,
     line_offset: int,
-    percentiles: tuple[float, ...],
     created_ms: float,
 ) -> Document:
     """One ``metrics-fio.histogram`` document per log record (host x job x ddir x row).
 
     ``fio.clat_ns.histogram`` holds the non-empty bins (values = fio's bucket midpoints in ns,
-    so Elasticsearch/Kibana can re-aggregate percentiles over any grouping); min/max are exact
-    bucket edges, percentiles are interpolated in the bucket (ns).
+    so Elasticsearch/Kibana can re-aggregate percentiles over any grouping).
+
+    The id is the record's identity: host, log prefix, job, the file's fingerprint (a hash of
+    its first line) and the line number. The same log read again, from a copy or after a
+    truncation, gives the same ids, so nothing is indexed twice.
     """
-    row = placed.row
-    hist = LatencyHistogram.from_sparse(layout, row.bin_idx, row.counts)
-    stats = histogram_stats(hist, percentiles)
-    clat: dict[str, Any] = _drop_none(stats)
-    if row.bin_idx.size:
-        values, counts = hist.nonempty()
-        clat["histogram"] = {"values": values, "counts": counts}
-    source = ctx.base("metrics", HISTOGRAM_DATASET, placed.end_ms, created_ms)
+    source = ctx.base("metrics", HISTOGRAM_DATASET, rec.window_ms[1], created_ms)
     source["host"] = {"name": src.host}
     source["log"] = {"file": {"path": src.path}, "offset": line_offset}
+    count, unit, coarseness = rec.bins
     source["fio"] = {
         "job": src.job,
-        "ddir": DDIR_NAMES[row.ddir],
-        "bs": row.bs,
-        "log": {"time_ms": row.time_ms, "line": ref.line_no},
-        "window": {"start_ms": placed.start_ms, "end_ms": placed.end_ms},
-        "interval": {
-            "start_ms": placed.interval_start_ms,
-            "end_ms": placed.interval_end_ms,
-            "ms": placed.interval_ms,
-        },
-        "bins": {"count": layout.nbins, "unit": layout.unit, "coarseness": layout.coarseness},
-        "clat_ns": clat,
+        "ddir": rec.ddir,
+        "bs": rec.bs,
+        "log": {"time_ms": rec.time_ms, "line": ref.line_no},
+        "window": {"start_ms": rec.window_ms[0], "end_ms": rec.window_ms[1]},
+        "interval": dict(zip(("start_ms", "end_ms", "ms"), rec.interval_ms, strict=True)),
+        "bins": {"count": count, "unit": unit, "coarseness": coarseness},
+        "clat_ns": _drop_none(rec.clat_ns),
     }
-    ident = doc_id(
-        HISTOGRAM_DATASET,
-        src.host,
-        src.prefix,
-        src.job,
-        src.fingerprint,
-        src.generation,
-        ref.line_no,
-    )
+    ident = doc_id(HISTOGRAM_DATASET, src.host, src.prefix, src.job, src.fingerprint, ref.line_no)
     return Document(stream_name("metrics", HISTOGRAM_DATASET, ctx.namespace), ident, source, (ref,))
 
 

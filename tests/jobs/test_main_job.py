@@ -292,7 +292,7 @@ def test_flp_method_matches_fiologparser_arithmetic(
             assert doc[field] == pytest.approx(want, rel=1e-6), (key, field)
 
 
-def test_truncated_file_is_read_again_under_a_new_generation(
+def test_truncated_file_is_read_again_without_duplicates(
     es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
 ) -> None:
     settings = make_settings(es_url, drop, tmp_path / "state", namespace)
@@ -304,7 +304,10 @@ def test_truncated_file_is_read_again_under_a_new_generation(
         fh.write(b"".join(lines[:10]))
     again = run_once(settings, client)
     assert again.lines == 10
-    assert count(client, "fio.histogram", namespace) == SAMPLE_LINES + 10
+    # the same records again: the same ids, so nothing is indexed (or merged) twice
+    hist = f"metrics-fio.histogram-{namespace}"
+    assert again.docs[hist] == {"indexed": 0, "duplicate": 10, "dead_lettered": 0}
+    assert count(client, "fio.histogram", namespace) == SAMPLE_LINES
     reg = Registry(tmp_path / "state" / "registry.sqlite")
     [state] = [s for s in reg.all() if s.path == str(log)]
     reg.close()
@@ -323,3 +326,116 @@ def test_gzip_logs_with_a_host_suffix(
     summary = run_once(make_settings(es_url, drop, tmp_path / "state", namespace), client)
     assert summary.lines == 78
     assert count(client, "fio.histogram", namespace, {"term": {"host.name": "node07"}}) == 78
+
+
+def test_a_new_run_into_the_same_file_is_read_from_its_start(
+    es_url: str, client: Elasticsearch, tmp_path: Path, namespace: str
+) -> None:
+    """fio run again into the same path (same inode, new content): a new file, read whole."""
+    drop = tmp_path / "drop"
+    (drop / "node01").mkdir(parents=True)
+    log = drop / "node01" / "randrw_clat_hist.1.log"
+    first = (SAMPLES / "node01" / "randrw_clat_hist.1.log").read_bytes().splitlines(True)
+    second = (SAMPLES / "node02" / "randrw_clat_hist.2.log").read_bytes()
+    log.write_bytes(b"".join(first[:30]))
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    job = MainJob(settings, client)
+    try:
+        job.ingest([(log, None)])
+        with log.open("r+b") as fh:
+            fh.truncate(0)
+            fh.write(second)
+        job.ingest([(log, None)])
+        summary = job.finish()
+    finally:
+        job.close()
+    assert summary.lines == 30 + 78
+    assert count(client, "fio.histogram", namespace) == 30 + 78
+
+
+def test_hidden_temporary_files_are_read_once_renamed(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    """rsync writes ``.name.XXXXXX`` and renames it: the host comes from the final place."""
+    log = drop / "node01" / "randrw_clat_hist.1.log"
+    temp = drop / "node01" / ".randrw_clat_hist.1.log.Ab3dE"
+    log.rename(temp)
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    assert run_once(settings, client).lines == SAMPLE_LINES - 79
+    temp.rename(log)
+    assert run_once(settings, client).lines == 79
+    assert count(client, "fio.histogram", namespace, {"term": {"host.name": "node01"}}) == 159
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("bad_clat_hist.1.log.gz", b"plain text, not gzip\n", "Not a gzipped file"),
+        ("noeol_clat_hist.1.log", b"7" * (1 << 20) + b"7", "no line end within 1048576 bytes"),
+    ],
+)
+def test_unreadable_files_are_quarantined_once(
+    es_url: str,
+    client: Elasticsearch,
+    drop: Path,
+    tmp_path: Path,
+    namespace: str,
+    name: str,
+    content: bytes,
+    reason: str,
+) -> None:
+    (drop / "node01" / name).write_bytes(content)
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    first = run_once(settings, client)
+    assert first.bad_files == 1
+    assert first.lines == SAMPLE_LINES
+    [entry] = list(DeadLetters(tmp_path / "state" / "deadletter").iter_inputs())
+    assert reason in entry.reason
+    assert (tmp_path / "state" / "deadletter" / "files" / name).exists()
+    assert run_once(settings, client).bad_files == 0  # not quarantined again
+
+
+def test_corrupt_gzip_is_quarantined(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    import gzip
+
+    data = bytearray(gzip.compress((SAMPLES / "node01" / "randrw_clat_hist.1.log").read_bytes()))
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # damaged deflate data
+    (drop / "node01" / "dmg_clat_hist.3.log.gz").write_bytes(bytes(data))
+    summary = run_once(make_settings(es_url, drop, tmp_path / "state", namespace), client)
+    assert summary.bad_files == 1
+    assert count(client, "fio.histogram", namespace) >= SAMPLE_LINES
+
+
+def test_out_of_range_values_are_dead_lettered(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    log = drop / "node01" / "randrw_clat_hist.1.log"
+    zeros = ", ".join(["0"] * 1855)
+    log.write_bytes(
+        log.read_bytes()
+        + f"999999999999999, 0, 4096, 1, {zeros}\n".encode()
+        + f"4001, 0, 4096, 99999999999999999999, {zeros}\n".encode()
+    )
+    summary = run_once(make_settings(es_url, drop, tmp_path / "state", namespace), client)
+    assert summary.bad_lines == 2
+    reasons = [i.reason for i in DeadLetters(tmp_path / "state" / "deadletter").iter_inputs()]
+    assert reasons[0] == "timestamp 999999999999999 ms is beyond the year 9999"
+    assert reasons[1].startswith("a value is out of range")
+    assert count(client, "fio.histogram", namespace) == SAMPLE_LINES
+
+
+def test_state_directory_is_locked(
+    es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
+) -> None:
+    from pipeline.settings import ConfigError
+
+    settings = make_settings(es_url, drop, tmp_path / "state", namespace)
+    job = MainJob(settings, client)
+    try:
+        with pytest.raises(ConfigError, match="is in use by another iolens process"):
+            MainJob(settings, client)
+    finally:
+        job.close()
+    MainJob(settings, client).close()  # free again

@@ -16,6 +16,7 @@ from pipeline.sink.documents import (
     DocContext,
     FioSource,
     LatencyKey,
+    RecordFields,
     histogram_document,
     iso_ms,
     latency_document,
@@ -62,12 +63,24 @@ def leaves(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def sample_histogram_doc() -> Any:
+    """Built the way the tailer builds it, from a placed record and its histogram."""
     row = FioHistRow(1101, 1, 4096, np.array([5, 700, 904]), np.array([1, 30, 2]))
     placed = WindowTracker(1000, 1767225600000, False).place(row)
-    src = FioSource("node01", "2", "randrw", "/d/randrw_clat_hist.2.log", "abc", 0)
+    hist = LatencyHistogram.from_sparse(NS, row.bin_idx, row.counts)
+    values, counts = hist.nonempty()
+    rec = RecordFields(
+        time_ms=row.time_ms,
+        ddir="write",
+        bs=row.bs,
+        window_ms=(placed.start_ms, placed.end_ms),
+        interval_ms=(placed.interval_start_ms, placed.interval_end_ms, placed.interval_ms),
+        bins=(NS.nbins, NS.unit, NS.coarseness),
+        clat_ns={**histogram_stats(hist, PCTS), "histogram": {"values": values, "counts": counts}},
+    )
+    src = FioSource("node01", "2", "randrw", "/d/randrw_clat_hist.2.log", "abc")
     ref = LineRef("1:2:abc", src.path, 12, 67000)
     return histogram_document(
-        DocContext("default", "shipper1"), src, placed, NS, ref, 61000, PCTS, 1767225700000.0
+        DocContext("default", "shipper1"), src, rec, ref, 61000, 1767225700000.0
     )
 
 
