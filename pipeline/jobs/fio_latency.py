@@ -6,6 +6,11 @@ from Elasticsearch, whichever shipper wrote them, merges their histograms per sc
 direction (seed 000: merge statistics, not samples) and indexes one ``metrics-fio.latency``
 document per scope x direction. With ``fio.method: flp`` the records around the interval are
 run through fiologparser_hist.py's time-weighting instead.
+
+Several shippers may merge the same interval (each one the intervals its own records touched,
+always from the records of all shippers). Identical inputs give identical document ids (a 409);
+a merge of more records supersedes the documents that merged fewer, never the other way round,
+so the most complete revision survives whichever instance finishes last.
 """
 
 from __future__ import annotations
@@ -103,7 +108,7 @@ class FioLatencyJob:
     clock: Callable[[], float] = time.time
     refresh: Callable[[str], None] = lambda index: None
     delete: Callable[[str, Mapping[str, Any]], int] = lambda index, query: 0
-    _pending: dict[tuple[int, int], tuple[int, float, list[str]]] = field(default_factory=dict)
+    _pending: dict[tuple[int, int], tuple[int, float, list[Document]]] = field(default_factory=dict)
     computed: int = 0
 
     def run(self, force: bool = False) -> int:
@@ -132,7 +137,7 @@ class FioLatencyJob:
             if not docs:
                 self.dirty.clear(item, began)
                 continue
-            self._pending[item] = (len(docs), began, [d.doc_id for d in docs])
+            self._pending[item] = (len(docs), began, docs)
             for d in docs:
                 self.emit(d)
             n += 1
@@ -145,34 +150,26 @@ class FioLatencyJob:
             item = (ref.line_no, ref.end_offset)
             if item not in self._pending:
                 continue
-            left, began, ids = self._pending[item]
+            left, began, docs = self._pending[item]
             if left > 1:
-                self._pending[item] = (left - 1, began, ids)
+                self._pending[item] = (left - 1, began, docs)
                 continue
             del self._pending[item]
             try:
-                self._supersede(item, ids)
+                self._supersede(item, docs)
             except ClusterUnavailable as err:
                 log.warning("interval %s stays due: %s", item[1], err)
                 continue
             self.dirty.clear(item, began)
 
-    def _supersede(self, item: tuple[int, int], ids: list[str]) -> None:
-        """Delete earlier revisions of an interval's documents (all but ``ids``)."""
+    def _supersede(self, item: tuple[int, int], docs: list[Document]) -> None:
+        """Delete earlier revisions of an interval's documents: per scope, host, job and ddir,
+        those that merged fewer records. A revision with more records (say, computed by
+        another instance that saw more) is never deleted, so the most complete one survives."""
         interval_ms, start = item
         index = stream_name("metrics", LATENCY_DATASET, self.ctx.namespace)
-        query = {
-            "bool": {
-                "filter": [
-                    {"term": {"fio.interval.start_ms": start}},
-                    {"term": {"fio.interval.ms": interval_ms}},
-                    {"term": {"iolens.method": self.fio.method}},
-                ],
-                "must_not": [{"ids": {"values": ids}}],
-            }
-        }
         self.refresh(index)
-        removed = self.delete(index, query)
+        removed = self.delete(index, superseded_query(interval_ms, start, self.fio.method, docs))
         if removed:
             log.info(
                 "interval %s: replaced %s documents merged before more records arrived",
@@ -301,6 +298,46 @@ class FioLatencyJob:
                     stats[percentile_key(p)] = v * scale
                 key = self._key(scope, value, DIR_CODE_NAMES[st.ddir], start, interval_ms)
                 yield latency_document(self.ctx, key, stats, len(merged), created, (ref,))
+
+
+def superseded_query(
+    interval_ms: int, start: int, method: str, docs: Sequence[Document]
+) -> dict[str, Any]:
+    """Query for the documents ``docs`` supersede: same interval, method, scope, host, job and
+    ddir, fewer records merged."""
+
+    def same(field_name: str, value: object) -> dict[str, Any]:
+        if value is None:
+            return {"bool": {"must_not": [{"exists": {"field": field_name}}]}}
+        return {"term": {field_name: value}}
+
+    older = []
+    for d in docs:
+        src, fio = d.source, d.source["fio"]
+        older.append(
+            {
+                "bool": {
+                    "filter": [
+                        {"term": {"iolens.scope": src["iolens"]["scope"]}},
+                        {"term": {"fio.ddir": fio["ddir"]}},
+                        same("host.name", src.get("host", {}).get("name")),
+                        same("fio.job", fio.get("job")),
+                        {"range": {"fio.records": {"lt": fio["records"]}}},
+                    ]
+                }
+            }
+        )
+    return {
+        "bool": {
+            "filter": [
+                {"term": {"fio.interval.start_ms": start}},
+                {"term": {"fio.interval.ms": interval_ms}},
+                {"term": {"iolens.method": method}},
+            ],
+            "should": older,
+            "minimum_should_match": 1,
+        }
+    }
 
 
 def histogram_of(fio: Mapping[str, Any]) -> LatencyHistogram:

@@ -25,17 +25,25 @@ class _Missing(Exception):
 
 
 @contextmanager
-def _request(what: str) -> Iterator[None]:
+def request_errors(what: str) -> Iterator[None]:
+    """Turn "try later" failures of the requests inside into :class:`ClusterUnavailable`."""
     try:
         yield
-    except NotFoundError:
-        raise _Missing from None
     except TransportError as err:
         raise ClusterUnavailable(f"{what} failed: {err}") from err
     except ApiError as err:
         if err.status_code == 429 or err.status_code >= 500:
             raise ClusterUnavailable(f"{what} failed: {err}") from err
         raise
+
+
+@contextmanager
+def _request(what: str) -> Iterator[None]:
+    try:
+        with request_errors(what):
+            yield
+    except NotFoundError:
+        raise _Missing from None
 
 
 def iter_hits(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pipeline.jobs.fio_latency import FioLatencyJob, layout_of, sparse_bins
@@ -103,3 +104,38 @@ def test_sparse_bins_round_trip() -> None:
     fio["clat_ns"]["histogram"]["values"][1] += 1.0
     with pytest.raises(ValueError, match="not bucket midpoints"):
         sparse_bins(fio, layout)
+
+
+@pytest.mark.integration
+def test_only_less_complete_revisions_are_superseded(es_client: Any, tmp_path: Path) -> None:
+    """Two instances may merge one interval from different numbers of records: whichever
+    acknowledges last, the revision with the most records survives."""
+    import uuid
+
+    from pipeline.jobs.fio_latency import superseded_query
+    from pipeline.reducers.fio_window import histogram_stats
+    from pipeline.reducers.histogram import LatencyHistogram
+    from pipeline.sink.documents import LatencyKey, latency_document
+    from pipeline.sink.search import delete_by_query, refresh
+
+    ns = f"sup{uuid.uuid4().hex[:8]}"
+    ctx = DocContext(ns, "a")
+    h = LatencyHistogram.from_sparse(NS, np.array([700]), np.array([5]))
+
+    def doc(scope: str, host: str | None, records: int) -> Document:
+        key = LatencyKey(scope, host, None, "read", 5000, 1000, "window")
+        return latency_document(ctx, key, histogram_stats(h, [50]), records, 0.0)
+
+    docs = {
+        n: doc(*n)
+        for n in [("cluster", None, 3), ("cluster", None, 5), ("host", "n1", 2), ("host", "n2", 1)]
+    }
+    index = f"metrics-fio.latency-{ns}"
+    for d in docs.values():
+        es_client.index(index=index, id=d.doc_id, document=dict(d.source), op_type="create")
+    refresh(es_client, index)
+    mine = [doc("cluster", None, 4), doc("host", "n1", 3)]
+    deleted = delete_by_query(es_client, index, superseded_query(1000, 5000, "window", mine))
+    assert deleted == 2  # cluster/3 and host n1/2; cluster/5 and host n2 stay
+    left = {h["_id"] for h in es_client.search(index=index, size=10)["hits"]["hits"]}
+    assert left == {docs[("cluster", None, 5)].doc_id, docs[("host", "n2", 1)].doc_id}
