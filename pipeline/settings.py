@@ -17,9 +17,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pipeline.errors import ConfigError
 
-class ConfigError(Exception):
-    """A user or setup error: bad configuration, unreachable cluster. The message names the fix."""
+__all__ = ["ConfigError", "Settings", "load_settings", "settings_from_mapping"]
 
 
 class _Frozen(BaseModel):

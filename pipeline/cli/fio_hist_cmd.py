@@ -12,9 +12,9 @@ import configparser
 import re
 import sys
 
+from pipeline.errors import ConfigError
 from pipeline.reducers.fio_flp import FlpOptions
 from pipeline.report.fio_text import write_report
-from pipeline.settings import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:

@@ -1,38 +1,43 @@
-"""``iolens`` command line: global options, logging setup, one module per subcommand."""
+"""``iolens`` command line: global options, logging setup, one module per subcommand.
+
+Subcommand modules are imported only when needed, so ``iolens fio-hist`` starts without loading
+the Elasticsearch client or the configuration machinery.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from pipeline import __version__
-from pipeline.cli import (
-    deadletter_cmd,
-    fio_hist_cmd,
-    ingest_cmd,
-    run_cmd,
-    setup_cmd,
-    status_cmd,
-)
-from pipeline.cli.common import setup_logging
+from pipeline.cli.logs import setup_logging
+from pipeline.errors import ConfigError
 from pipeline.parsers.errors import ParseError
-from pipeline.settings import ConfigError
 
-COMMANDS: dict[str, ModuleType] = {
-    "run": run_cmd,
-    "ingest": ingest_cmd,
-    "setup": setup_cmd,
-    "status": status_cmd,
-    "fio-hist": fio_hist_cmd,
-    "deadletter": deadletter_cmd,
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("pipeline.cli.run_cmd", "run the pipeline on the drop directories"),
+    "ingest": ("pipeline.cli.ingest_cmd", "ingest the given files once"),
+    "setup": ("pipeline.cli.setup_cmd", "install templates and ILM policy into the cluster"),
+    "status": ("pipeline.cli.status_cmd", "show registry, spool, dead letters and the cluster"),
+    "fio-hist": (
+        "pipeline.cli.fio_hist_cmd",
+        "percentiles of fio histogram logs (fiologparser_hist.py compatible)",
+    ),
+    "deadletter": ("pipeline.cli.deadletter_cmd", "list or replay dead letters"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand registered."""
+def command_module(name: str) -> ModuleType:
+    """The module implementing subcommand ``name``."""
+    return importlib.import_module(COMMANDS[name][0])
+
+
+def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; only ``wanted``'s options are loaded (all when None)."""
     p = argparse.ArgumentParser(
         prog="iolens",
         description="Storage and HPC I/O performance telemetry into Elasticsearch.",
@@ -43,17 +48,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     p.add_argument("--log-json", action="store_true", help="log as ECS JSON lines")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, mod in COMMANDS.items():
-        mod.add_parser(sub, name)
+    for name, (_module, help_text) in COMMANDS.items():
+        if wanted is None or name == wanted:
+            command_module(name).add_parser(sub, name)
+        else:
+            sub.add_parser(name, help=help_text)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``iolens`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    wanted = next((a for a in args_in if a in COMMANDS), None)
+    args = build_parser(wanted).parse_args(args_in)
     setup_logging(args.log_level, args.log_json)
     try:
-        return int(COMMANDS[args.command].run(args))
+        return int(command_module(args.command).run(args))
     except (ConfigError, ParseError) as err:
         logging.getLogger("iolens").error("%s", err)
         return 2
