@@ -1,6 +1,6 @@
 """Benchmark inputs: fio 3.33 histogram logs, real and synthesized from the real ones.
 
-The real logs (``/work/shared/data/fio/randrw_clat_hist.{1..4}.log.gz``, run A of
+The real logs (``../shared/data/fio/randrw_clat_hist.{1..4}.log.gz`` beside the repository, run A of
 reference/fio.md section 4) have 1,859 fields per line and a read and a write record every
 ~100 ms, times in ms since the job start::
 
@@ -38,7 +38,7 @@ from fio_lines import encode_rows
 
 I64 = npt.NDArray[np.int64]
 
-REAL_DIR = Path("/work/shared/data/fio")
+REAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "fio"
 REAL_LOGS = tuple(REAL_DIR / f"randrw_clat_hist.{i}.log.gz" for i in range(1, 5))
 STEP_MS = 100
 TEMPLATE_ROWS = 99  # rows per direction in every real log (file 4 has one extra read row)

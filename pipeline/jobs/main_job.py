@@ -163,6 +163,10 @@ class MainJob:
         except FileNotFoundError:
             self._unidentified.pop(p, None)
             return None
+        except OSError as err:
+            log.warning("%s cannot be read (%s); will retry", p, err)
+            self._unidentified[p] = drop
+            return None
         if key is None:
             self._unidentified[p] = drop
             return None
@@ -221,6 +225,9 @@ class MainJob:
         except FileNotFoundError:
             log.info("%s is gone", tail.path)
             self._retire(tail.key)
+            return False
+        except OSError as err:
+            log.warning("%s cannot be read (%s); will retry", tail.path, err)
             return False
         if key == tail.key:
             return True
@@ -344,11 +351,25 @@ class MainJob:
     # -- running ---------------------------------------------------------------------------
 
     def _drop_files(self) -> list[tuple[Path, DropSettings]]:
-        found: list[tuple[Path, DropSettings]] = []
-        for drop in self.settings.drops:
-            watcher = DropWatcher([Path(drop.path)], drop.pattern)
-            found += [(p, drop) for p in watcher.initial_scan()]
-        return found
+        return [
+            (p, drop) for drop in self.settings.drops for p in self._watcher(drop).initial_scan()
+        ]
+
+    def _watcher(self, drop: DropSettings) -> DropWatcher:
+        """A watcher of one drop directory.
+
+        Raises:
+            ConfigError: the directory does not exist (the message names ``drops[].path``).
+        """
+        try:
+            return DropWatcher(
+                [Path(drop.path)],
+                drop.pattern,
+                self.settings.shipper.observer,
+                self.settings.shipper.poll_interval_s,
+            )
+        except FileNotFoundError as err:
+            raise ConfigError(err.strerror) from None
 
     def ingest(self, files: Iterable[tuple[Path, DropSettings | None]]) -> None:
         """Discover and read the given files to their current end."""
@@ -375,15 +396,7 @@ class MainJob:
     def run_forever(self, stop: threading.Event) -> RunSummary:
         """Watch the drop directories until ``stop`` is set."""
         drops = {str(Path(d.path)): d for d in self.settings.drops}
-        watchers = [
-            DropWatcher(
-                [Path(d.path)],
-                d.pattern,
-                self.settings.shipper.observer,
-                self.settings.shipper.poll_interval_s,
-            )
-            for d in self.settings.drops
-        ]
+        watchers = [self._watcher(d) for d in self.settings.drops]
         for w in watchers:
             w.start()
         try:
