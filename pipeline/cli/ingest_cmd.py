@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
-from pipeline.jobs.main_job import MainJob, cluster_latency_rows
-from pipeline.report.summary import print_summary
+from pipeline.jobs.main_job import MainJob
+from pipeline.report.summary import report_run
 from pipeline.settings import ConfigError
-from pipeline.sink.search import ClusterUnavailable
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -38,10 +36,5 @@ def run(args: argparse.Namespace) -> int:
             summary = job.finish()
         finally:
             job.close()
-        try:
-            rows = cluster_latency_rows(cluster.client, settings.elasticsearch.namespace)
-        except ClusterUnavailable as err:
-            logging.getLogger("iolens").warning("no latency table: %s", err)
-            rows = []
-        print_summary(summary, rows, Console())
+        report_run(cluster.client, settings.elasticsearch.namespace, summary, Console())
     return 0

@@ -11,10 +11,9 @@ from pathlib import Path
 from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
-from pipeline.jobs.main_job import MainJob, cluster_latency_rows
-from pipeline.report.summary import print_summary
+from pipeline.jobs.main_job import MainJob
+from pipeline.report.summary import report_run
 from pipeline.settings import ConfigError, DropSettings, Settings
-from pipeline.sink.search import ClusterUnavailable
 
 log = logging.getLogger("iolens")
 
@@ -80,12 +79,7 @@ def run(args: argparse.Namespace) -> int:
                 summary = job.run_forever(stop)
         finally:
             job.close()
-        try:
-            rows = cluster_latency_rows(cluster.client, settings.elasticsearch.namespace)
-        except ClusterUnavailable as err:
-            logging.getLogger("iolens").warning("no latency table: %s", err)
-            rows = []
-        print_summary(summary, rows, Console())
+        report_run(cluster.client, settings.elasticsearch.namespace, summary, Console())
         if cluster.server is not None and args.keep_server:
             print(f"the embedded server keeps running at {cluster.url} (stop it with: make stop)")
     return 0

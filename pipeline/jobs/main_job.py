@@ -489,25 +489,3 @@ def lock_state_dir(state: Path) -> IO[str]:
     fh.write(f"{os.getpid()}\n")
     fh.flush()
     return fh
-
-
-def cluster_latency_rows(
-    client: Client, namespace: str, limit: int = 600
-) -> list[dict[str, object]]:
-    """Cluster-wide merged percentiles as indexed, oldest first; at most the last ``limit``
-    documents (for summaries)."""
-    index = f"metrics-fio.latency-{namespace}"
-    refresh(client, index)
-    rows: list[dict[str, object]] = []
-    query = {"term": {"iolens.scope": "cluster"}}
-    sort = [{"fio.interval.end_ms": "asc"}, {"fio.ddir": "asc"}]
-    for hit in iter_hits(client, index, query, sort):
-        src = hit["_source"]
-        rows.append(
-            {
-                "end_ms": src["fio"]["interval"]["end_ms"],
-                "ddir": src["fio"]["ddir"],
-                **src["fio"]["clat_ns"],
-            }
-        )
-    return rows[-limit:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -9,6 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.jobs.main_job import RunSummary
+from pipeline.sink.client import Client
+from pipeline.sink.search import ClusterUnavailable, iter_hits, refresh
+
+log = logging.getLogger(__name__)
 
 
 def _us(v: object) -> str:
@@ -52,3 +57,36 @@ def print_summary(
             _us(r.get("max")),
         )
     console.print(lat)
+
+
+def cluster_latency_rows(
+    client: Client, namespace: str, limit: int = 600
+) -> list[dict[str, object]]:
+    """Cluster-wide merged percentiles as indexed, oldest first; at most the last ``limit``
+    documents (for summaries)."""
+    index = f"metrics-fio.latency-{namespace}"
+    refresh(client, index)
+    rows: list[dict[str, object]] = []
+    query = {"term": {"iolens.scope": "cluster"}}
+    sort = [{"fio.interval.end_ms": "asc"}, {"fio.ddir": "asc"}]
+    for hit in iter_hits(client, index, query, sort):
+        src = hit["_source"]
+        rows.append(
+            {
+                "end_ms": src["fio"]["interval"]["end_ms"],
+                "ddir": src["fio"]["ddir"],
+                **src["fio"]["clat_ns"],
+            }
+        )
+    return rows[-limit:]
+
+
+def report_run(client: Client, namespace: str, summary: RunSummary, console: Console) -> None:
+    """Print the summary with the cluster-wide percentiles as indexed (without them when the
+    cluster cannot be read now)."""
+    try:
+        rows = cluster_latency_rows(client, namespace)
+    except ClusterUnavailable as err:
+        log.warning("no latency table: %s", err)
+        rows = []
+    print_summary(summary, rows, console)
