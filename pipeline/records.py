@@ -75,3 +75,59 @@ class Document:
     doc_id: str
     source: Mapping[str, Any]
     refs: tuple[LineRef, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class DiskSample:
+    """One device's sysstat disk statistics over one interval (``sar -d`` / ``sadf -d -- -d``).
+
+    Every metric is an average over the interval ``(end_s - interval_s, end_s]``, as sysstat
+    12.6.1 computes it from differences of ``/proc/diskstats`` counters (reference/sysstat.md
+    section 1.3; the names of section 1.4 in brackets).
+
+    Attributes:
+        host: the recording host's nodename, as sadf prints it.
+        device: the device name as sadf printed it on the recording host (``sda``, ``loop3``,
+            ``vda``, ``dm-3``, a ``/dev/mapper`` name with ``-p``, or ``dev253-0`` when the name
+            could not be resolved).
+        end_s: end of the interval, Unix seconds (UTC). sadf prints whole seconds (truncated).
+        interval_s: length of the interval the sample averages over, seconds (sadf's nominal,
+            integer ``interval`` column; a downsampled sample carries the time it really covers).
+        tps: completed I/Os per second, reads + writes + discards (``tps``).
+        read_kb_per_s: kB read per second, 1 kB = 1024 B (``rkB/s``; JSON ``rkB``).
+        write_kb_per_s: kB written per second (``wkB/s``; JSON ``wkB``).
+        discard_kb_per_s: kB discarded per second (``dkB/s``; JSON ``dkB``).
+        areq_sz_kb: mean request size of the completed I/Os, kB (``areq-sz``; 0 with no I/O).
+        aqu_sz: time-averaged number of requests queued or in service (``aqu-sz``).
+        await_ms: mean time from issue to completion of the completed I/Os, ms (``await``; 0 with
+            no I/O, as sysstat prints it).
+        util_pct: percentage of the interval the device was busy (``%util``; not capped at 100).
+    """
+
+    host: str
+    device: str
+    end_s: float
+    interval_s: float
+    tps: float
+    read_kb_per_s: float
+    write_kb_per_s: float
+    discard_kb_per_s: float
+    areq_sz_kb: float
+    aqu_sz: float
+    await_ms: float
+    util_pct: float
+
+
+@dataclass(frozen=True)
+class RestartMark:
+    """A ``LINUX-RESTART`` record: the host rebooted, or a new sadc run began in the same file.
+
+    Counters start over at a restart, so no interval spans one (reference/sysstat.md 1.5).
+
+    Attributes:
+        host: the recording host's nodename.
+        end_s: the time sadf prints for the record, Unix seconds (UTC).
+    """
+
+    host: str
+    end_s: float

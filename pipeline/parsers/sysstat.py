@@ -1,0 +1,465 @@
+"""sysstat disk statistics as ``sadf`` 12.6.1 prints them: CSV lines or JSON bytes -> records.
+
+``sadf -d -U FILE -- -d -p`` (CSV; verbatim from a real sadc file of a 2-vCPU VM with six loop
+devices; the restart row holds a TAB before ``(2 CPU)``)::
+
+    # hostname;interval;timestamp;DEV;tps;rkB/s;wkB/s;dkB/s;areq-sz;aqu-sz;await;%util
+    vm;1;2026-11-22 04:28:49 UTC;vda;1167.00;10044.00;28.00;52.00;8.68;0.66;0.56;2.80
+    vm;-1;2026-11-22 04:28:49 UTC;LINUX-RESTART	(2 CPU)
+    # hostname;interval;timestamp;DEV;tps;rkB/s;wkB/s;dkB/s;areq-sz;aqu-sz;await;%util
+    vm;1;2026-11-22 04:28:50 UTC;vda;164.00;3104.00;96.00;56.00;19.85;0.02;0.12;0.80
+
+``sadf -j FILE -- -d`` (JSON, one disk object shown)::
+
+    "timestamp": {"date": "2026-11-22", "time": "04:14:23", "utc": 1, "interval": 1},
+    "disk": [{"disk-device": "vda", "tps": 195.00, "rd_sec": 2184.00, "wr_sec": 204704.00,
+              "dc_sec": 8.00, "rkB": 1092.00, "wkB": 102352.00, "dkB": 4.00,
+              "avgrq-sz": 1061.01, "areq-sz": 530.50, "avgqu-sz": 0.35, "aqu-sz": 0.35,
+              "await": 1.78, "util-percent": 7.60}]
+
+Timestamps are the END of the interval a row averages over, in UTC, whole seconds (truncated):
+``YYYY-MM-DD HH:MM:SS UTC`` by default, Unix seconds with ``-U``. ``interval`` is the nominal
+interval in whole seconds; ``-1`` marks a ``LINUX-RESTART`` or (with ``sadf -- -C``) a ``COM``
+comment row. Times without ``UTC`` come from ``-T``/``-t`` (reader's or creator's local time,
+and ``-t`` is buggy across time zones in 12.6.1) and are refused (reference/sysstat.md 1.5).
+
+Columns are found by name in the ``#`` header that precedes each block, so the order does not
+matter; both vocabularies are read (reference/sysstat.md 1.4): sysstat >= 11.5.7 (``rkB/s``,
+``areq-sz`` in kB, ``aqu-sz``) and older (``rd_sec/s`` and ``avgrq-sz`` in 512-byte sectors,
+``avgqu-sz``), converted once here (sector = 512 B). ``dkB/s`` exists since 12.1.2; before,
+discards were not counted and ``discard_kb_per_s`` is 0. In JSON the kB keys (``rkB``, which
+is a rate despite its name) are read, falling back to the sector keys halved.
+
+Device names are resolved by sadf when it runs, from major:minor (reference/sysstat.md 1.2), so
+sadc binary files must be converted on the host that recorded them: see :func:`sadf_command`.
+
+This module is pure: it turns lines or bytes into :class:`~pipeline.records.DiskSample` and
+:class:`~pipeline.records.RestartMark` records and reports bad input as
+:class:`~pipeline.parsers.errors.ParseError` values naming the file, the line and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.parsers.errors import ParseError
+from pipeline.records import DiskSample, RestartMark
+
+SysstatRecord = DiskSample | RestartMark
+
+KEY_COLUMNS: tuple[str, ...] = ("hostname", "interval", "timestamp", "DEV")
+"""Columns every disk row has, in sadf's order."""
+
+CSV_METRICS: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = (
+    ("tps", (("tps", 1.0),)),
+    ("read_kb_per_s", (("rkB/s", 1.0), ("rd_sec/s", 0.5))),
+    ("write_kb_per_s", (("wkB/s", 1.0), ("wr_sec/s", 0.5))),
+    ("discard_kb_per_s", (("dkB/s", 1.0),)),
+    ("areq_sz_kb", (("areq-sz", 1.0), ("avgrq-sz", 0.5))),
+    ("aqu_sz", (("aqu-sz", 1.0), ("avgqu-sz", 1.0))),
+    ("await_ms", (("await", 1.0),)),
+    ("util_pct", (("%util", 1.0),)),
+)
+"""DiskSample field -> candidate (column, factor to the field's unit), preferred first."""
+
+JSON_METRICS: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = (
+    ("tps", (("tps", 1.0),)),
+    ("read_kb_per_s", (("rkB", 1.0), ("rd_sec", 0.5))),
+    ("write_kb_per_s", (("wkB", 1.0), ("wr_sec", 0.5))),
+    ("discard_kb_per_s", (("dkB", 1.0), ("dc_sec", 0.5))),
+    ("areq_sz_kb", (("areq-sz", 1.0), ("avgrq-sz", 0.5))),
+    ("aqu_sz", (("aqu-sz", 1.0), ("avgqu-sz", 1.0))),
+    ("await_ms", (("await", 1.0),)),
+    ("util_pct", (("util-percent", 1.0),)),
+)
+"""The same for the keys of a ``sadf -j`` disk object."""
+
+OPTIONAL_FIELDS = frozenset({"discard_kb_per_s"})
+"""Fields older sysstat versions do not print; they are 0 when absent."""
+
+RESTART = "LINUX-RESTART"
+COMMENT = "COM "
+
+
+def sadf_command(
+    binary_file: str | os.PathLike[str], *, sadf: str = "sadf", pretty: bool = True
+) -> list[str]:
+    """The argv that converts a sadc binary file into the CSV :func:`parse_sadf_csv` reads.
+
+    ``sadf -d -U FILE -- -d -p``: ``-d`` CSV, ``-U`` Unix-second timestamps (no time zone to
+    get wrong), ``-- -d`` the disk activity. ``-p`` after ``--`` is sar's ``--pretty``: it
+    prints device-mapper devices under their ``/dev/mapper`` names (``mpathc``, ``vg-lv``),
+    which survive reboots while ``dm-N`` numbers may not; other devices print the same with or
+    without it (reference/sysstat.md 1.5). Run it on the host that recorded the file: names are
+    resolved from major:minor by the reading host (reference/sysstat.md 1.2).
+
+    Args:
+        binary_file: the sadc file (``saDD`` or one written by ``sadc -S DISK``).
+        sadf: the sadf executable.
+        pretty: add ``-p`` (set False to keep kernel ``dm-N`` names).
+    """
+    argv = [sadf, "-d", "-U", os.fspath(binary_file), "--", "-d"]
+    return [*argv, "-p"] if pretty else argv
+
+
+@dataclass(frozen=True)
+class SadfHeader:
+    """Where each value sits in the rows that follow one ``# hostname;interval;...`` header.
+
+    Attributes:
+        line: the header line as read (without the line end), kept so a tail can persist it.
+        width: number of columns a row of this block has.
+        keys: positions of ``hostname, interval, timestamp, DEV``.
+        metrics: ``(field, position, factor)`` for each DiskSample metric the header has.
+    """
+
+    line: str
+    width: int
+    keys: tuple[int, int, int, int]
+    metrics: tuple[tuple[str, int, float], ...]
+
+    @classmethod
+    def parse(cls, line: str, path: str, line_no: int) -> SadfHeader:
+        """Read a ``sadf -d`` header line.
+
+        Raises:
+            ParseError: the line is not a sadf header, or it heads another activity's block
+                (e.g. ``CPU;%user;...`` from ``sadf -d -- -u``): it lacks the disk columns.
+        """
+        columns = [c.strip() for c in line.lstrip("#").split(";")]
+        pos = {name: i for i, name in enumerate(columns)}
+        missing = [c for c in KEY_COLUMNS if c not in pos]
+        metrics: list[tuple[str, int, float]] = []
+        for field_name, candidates in CSV_METRICS:
+            found = next(((pos[c], f) for c, f in candidates if c in pos), None)
+            if found is not None:
+                metrics.append((field_name, found[0], found[1]))
+            elif field_name not in OPTIONAL_FIELDS:
+                missing.append(candidates[0][0])
+        if missing:
+            raise ParseError(
+                path,
+                line_no,
+                f"header without the disk columns {', '.join(missing)} (another activity's "
+                f"block? convert with sadf -d -- -d); rows up to the next header are skipped",
+            )
+        keys = (pos["hostname"], pos["interval"], pos["timestamp"], pos["DEV"])
+        return cls(line, len(columns), keys, tuple(metrics))
+
+
+def parse_timestamp(text: str, path: str, line_no: int) -> float:
+    """Unix seconds from a sadf timestamp: ``1795320862`` (``-U``) or ``2026-11-22 04:14:22 UTC``.
+
+    Raises:
+        ParseError: local time (no ``UTC``: ``-T``/``-t``) or not a timestamp.
+    """
+    text = text.strip()
+    if text.isdigit():
+        return float(int(text))
+    if not text.endswith(" UTC"):
+        raise ParseError(
+            path,
+            line_no,
+            f"timestamp {text!r} is not UTC (sadf -T or -t prints local time); "
+            f"convert with sadf -d -U (or without -T/-t)",
+        )
+    try:
+        when = datetime.strptime(text[:-4], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    except ValueError:
+        raise ParseError(path, line_no, f"not a sadf timestamp: {text!r}") from None
+    return when.timestamp()
+
+
+def _number(text: str, name: str, path: str, line_no: int) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParseError(path, line_no, f"{name} is not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ParseError(path, line_no, f"{name} must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _interval(text: str, path: str, line_no: int) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ParseError(path, line_no, f"interval is not an integer: {text!r}") from None
+
+
+def parse_row(
+    fields: list[str], header: SadfHeader, path: str, line_no: int
+) -> SysstatRecord | None:
+    """Turn one split data row into a record; None for a ``COM`` comment row.
+
+    Raises:
+        ParseError: wrong column count, an interval < 1 (other than a restart or comment), a
+            bad timestamp or a metric that is not a finite number >= 0.
+    """
+    i_host, i_interval, i_time, i_dev = header.keys
+    if len(fields) <= max(header.keys[:3]):
+        raise ParseError(path, line_no, f"{len(fields)} column(s), the header has {header.width}")
+    interval = _interval(fields[i_interval], path, line_no)
+    host = fields[i_host]
+    if interval == -1:
+        text = ";".join(fields[i_dev:])
+        if text.startswith(RESTART):
+            return RestartMark(host, parse_timestamp(fields[i_time], path, line_no))
+        if text.startswith(COMMENT):
+            return None
+        raise ParseError(path, line_no, f"interval -1 but neither LINUX-RESTART nor COM: {text!r}")
+    if len(fields) != header.width:
+        raise ParseError(path, line_no, f"{len(fields)} column(s), the header has {header.width}")
+    if interval < 1:
+        raise ParseError(path, line_no, f"interval must be >= 1 s, got {interval}")
+    values = {
+        name: _number(fields[i], name, path, line_no) * factor for name, i, factor in header.metrics
+    }
+    return DiskSample(
+        host=host,
+        device=fields[i_dev],
+        end_s=parse_timestamp(fields[i_time], path, line_no),
+        interval_s=float(interval),
+        tps=values["tps"],
+        read_kb_per_s=values["read_kb_per_s"],
+        write_kb_per_s=values["write_kb_per_s"],
+        discard_kb_per_s=values.get("discard_kb_per_s", 0.0),
+        areq_sz_kb=values["areq_sz_kb"],
+        aqu_sz=values["aqu_sz"],
+        await_ms=values["await_ms"],
+        util_pct=values["util_pct"],
+    )
+
+
+class SadfCsvParser:
+    """Parses ``sadf -d -- -d`` lines chunk by chunk, remembering the current block's header.
+
+    A tail reads a file in chunks, so the header that maps a chunk's columns may have come in
+    an earlier chunk: :attr:`header_line` is that header's text (persist it with the offset and
+    pass it back to resume). The only state is that header; no I/O.
+
+    Args:
+        path: the input file, for errors.
+        header_line: the header in force before the first line fed (None at a file's start).
+    """
+
+    def __init__(self, path: str, header_line: str | None = None) -> None:
+        self.path = path
+        self.header_line = header_line
+        self._header: SadfHeader | None = None
+        self._foreign = False
+        if header_line is not None:
+            try:
+                self._header = SadfHeader.parse(header_line, path, 0)
+            except ParseError:
+                self._foreign = True
+
+    def feed(
+        self, lines: Iterable[bytes | str], first_line_no: int
+    ) -> Iterator[SysstatRecord | ParseError]:
+        """Parse consecutive lines; a bad line yields its :class:`ParseError` and parsing goes on.
+
+        ``#`` lines set the header for the rows after them. The rows of a block whose header
+        lacks the disk columns are skipped; the header itself yields the one error for them.
+        Empty lines are skipped; ``COM`` rows carry no statistics and yield nothing.
+
+        Args:
+            lines: lines without their ``\\n`` (bytes are decoded as UTF-8; a final ``\\r`` is
+                dropped).
+            first_line_no: 1-based number of the first line in its file.
+        """
+        for i, raw in enumerate(lines):
+            line_no = first_line_no + i
+            try:
+                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            except UnicodeDecodeError as err:
+                yield ParseError(self.path, line_no, f"not UTF-8 text: {err.reason}")
+                continue
+            line = line.rstrip("\r\n")
+            if not line:
+                continue
+            if line.startswith("#"):
+                self.header_line = line
+                try:
+                    self._header, self._foreign = SadfHeader.parse(line, self.path, line_no), False
+                except ParseError as err:
+                    self._header, self._foreign = None, True
+                    yield err
+                continue
+            if self._foreign:
+                continue
+            if self._header is None:
+                yield ParseError(
+                    self.path, line_no, "row before any '# hostname;interval;...' header line"
+                )
+                continue
+            try:
+                record = parse_row(line.split(";"), self._header, self.path, line_no)
+            except ParseError as err:
+                yield err
+                continue
+            if record is not None:
+                yield record
+
+
+def parse_sadf_csv(
+    lines: Iterable[bytes | str],
+    path: str,
+    first_line_no: int = 1,
+    header_line: str | None = None,
+) -> Iterator[SysstatRecord | ParseError]:
+    """Parse ``sadf -d [-U] FILE -- -d [-p]`` lines into records, or errors for bad lines.
+
+    Yielding errors (rather than raising) lets the shipper dead-letter a line and go on.
+
+    Args:
+        lines: consecutive lines of one file, without their ``\\n``.
+        path: the file, for errors.
+        first_line_no: 1-based number of the first line.
+        header_line: the header in force before the first line (when resuming mid-file).
+
+    Yields:
+        DiskSample per device row, RestartMark per ``LINUX-RESTART`` row, in file order; a
+        ParseError per bad line.
+    """
+    yield from SadfCsvParser(path, header_line).feed(lines, first_line_no)
+
+
+def _json_time(stamp: Any, where: str, path: str) -> float:
+    if not isinstance(stamp, Mapping):
+        raise ParseError(path, 0, f"{where}: no timestamp object")
+    if stamp.get("utc") != 1:
+        raise ParseError(
+            path,
+            0,
+            f"{where}: timestamp is local time (utc={stamp.get('utc')!r}, sadf -T/-t); "
+            "convert without -T/-t",
+        )
+    return parse_timestamp(f"{stamp.get('date')} {stamp.get('time')} UTC", path, 0)
+
+
+def _json_disk(
+    obj: Any, host: str, end_s: float, interval_s: float, where: str, path: str
+) -> DiskSample:
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("disk-device"), str):
+        raise ParseError(path, 0, f"{where}: not a disk object with a 'disk-device'")
+    values: dict[str, float] = {}
+    for field_name, candidates in JSON_METRICS:
+        found = next(((obj[k], f) for k, f in candidates if k in obj), None)
+        if found is None:
+            if field_name in OPTIONAL_FIELDS:
+                continue
+            raise ParseError(path, 0, f"{where}: no {candidates[0][0]!r} key")
+        value, factor = found
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ParseError(path, 0, f"{where}: {field_name} is not a number: {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ParseError(path, 0, f"{where}: {field_name} must be finite and >= 0: {value}")
+        values[field_name] = float(value) * factor
+    return DiskSample(
+        host=host,
+        device=obj["disk-device"],
+        end_s=end_s,
+        interval_s=interval_s,
+        discard_kb_per_s=values.pop("discard_kb_per_s", 0.0),
+        **values,
+    )
+
+
+def _json_statistic(
+    stat: Any, host: str, where: str, path: str
+) -> tuple[float, list[DiskSample | ParseError]]:
+    """End time and disk records of one ``statistics`` entry.
+
+    Raises:
+        ParseError: the entry's timestamp, interval or ``disk`` array is unusable.
+    """
+    if not isinstance(stat, Mapping):
+        raise ParseError(path, 0, f"{where}: not a statistics object")
+    stamp = stat.get("timestamp")
+    end_s = _json_time(stamp, where, path)
+    interval = stamp.get("interval") if isinstance(stamp, Mapping) else None
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        raise ParseError(path, 0, f"{where}: interval must be an integer >= 1, got {interval!r}")
+    disks = stat.get("disk")
+    if not isinstance(disks, list):
+        raise ParseError(path, 0, f"{where}: no 'disk' array (convert with sadf -j -- -d)")
+    records: list[DiskSample | ParseError] = []
+    for j, obj in enumerate(disks):
+        try:
+            records.append(
+                _json_disk(obj, host, end_s, float(interval), f"{where}.disk[{j}]", path)
+            )
+        except ParseError as err:
+            records.append(err)
+    return end_s, records
+
+
+def _json_host(h: int, host_obj: Any, path: str) -> Iterator[SysstatRecord | ParseError]:
+    where = f"hosts[{h}]"
+    if not isinstance(host_obj, Mapping) or not isinstance(host_obj.get("nodename"), str):
+        yield ParseError(path, 0, f"{where}: not a host object with a 'nodename'")
+        return
+    host: str = host_obj["nodename"]
+    restarts: list[float] = []
+    for r, boot in enumerate(host_obj.get("restarts") or []):
+        try:
+            stamp = boot.get("boot") if isinstance(boot, Mapping) else None
+            restarts.append(_json_time(stamp, f"{where}.restarts[{r}]", path))
+        except ParseError as err:
+            yield err
+    restarts.sort()
+    stats = host_obj.get("statistics")
+    if not isinstance(stats, list):
+        yield ParseError(path, 0, f"{where}: no 'statistics' array")
+        stats = []
+    for s, stat in enumerate(stats):
+        try:
+            end_s, records = _json_statistic(stat, host, f"{where}.statistics[{s}]", path)
+        except ParseError as err:
+            yield err
+            continue
+        while restarts and restarts[0] < end_s:
+            yield RestartMark(host, restarts.pop(0))
+        yield from records
+    for t in restarts:
+        yield RestartMark(host, t)
+
+
+def parse_sadf_json(data: bytes, path: str) -> Iterator[SysstatRecord | ParseError]:
+    """Parse ``sadf -j FILE -- -d`` output into records, or errors for bad parts.
+
+    JSON lists restarts apart from the statistics; each RestartMark is placed before the first
+    statistics record later than it (a restart printed at the time of a record follows it, as
+    in the CSV). ``comments`` are ignored. Errors carry line 0 (the place is in the reason as a
+    JSON path like ``hosts[0].statistics[3].disk[1]``), except for invalid JSON.
+
+    Args:
+        data: the whole JSON document.
+        path: the file, for errors.
+
+    Yields:
+        DiskSample and RestartMark records in time order per host; a ParseError per bad part
+        (a bad document yields one ParseError and nothing else).
+    """
+    try:
+        doc = json.loads(data)
+    except UnicodeDecodeError as err:
+        yield ParseError(path, 0, f"not UTF-8 text: {err.reason}")
+        return
+    except json.JSONDecodeError as err:
+        yield ParseError(path, err.lineno, f"invalid JSON: {err.msg} (column {err.colno})")
+        return
+    top = doc.get("sysstat") if isinstance(doc, dict) else None
+    hosts = top.get("hosts") if isinstance(top, dict) else None
+    if not isinstance(hosts, list):
+        yield ParseError(path, 0, "not sadf -j output: no sysstat.hosts array")
+        return
+    for h, host_obj in enumerate(hosts):
+        yield from _json_host(h, host_obj, path)

@@ -1,0 +1,113 @@
+"""Converting real sadc binary files with the real sadf 12.6.1 (``make test`` installs sysstat).
+
+``sa_test`` (29 one-second records of ``vda``) and ``sa_restart`` (six loop devices and
+``vda``, a restart marker and a comment written into it by a second sadc) are in
+``../shared/data/sysstat/``; reference/sysstat.md 1.1 and 1.5 describe how they were recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.errors import ConfigError
+from pipeline.parsers.errors import ParseError
+from pipeline.parsers.sysstat import parse_sadf_csv
+from pipeline.records import DiskSample, RestartMark
+from pipeline.shippers.sadc import convert_sadc
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"
+SADC = "/usr/lib/sysstat/sadc"
+
+
+@pytest.fixture
+def sadf() -> str:
+    path = shutil.which("sadf")
+    if path is None:
+        pytest.fail("sadf not found: run `make test` (installs sysstat) or apt-get install sysstat")
+    return path
+
+
+def parsed(csv: bytes, name: str) -> list[DiskSample | RestartMark | ParseError]:
+    return list(parse_sadf_csv(csv.splitlines(), name, 1))
+
+
+def test_sa_test_converts_to_the_recorded_csv(sadf: str) -> None:
+    out = convert_sadc(DATA / "sa_test", sadf=sadf, local_host="vm")
+    assert out.splitlines()[:2] == [
+        b"# hostname;interval;timestamp;DEV;tps;rkB/s;wkB/s;dkB/s;areq-sz;aqu-sz;await;%util",
+        b"vm;1;1795320862;vda;14.00;48.00;20.00;32.00;7.14;0.00;0.14;0.40",
+    ]
+    assert out == (DATA / "sadf_d_U_d.csv").read_bytes()
+
+
+def test_sa_restart_rows_and_restart(sadf: str) -> None:
+    recs = parsed(convert_sadc(DATA / "sa_restart", sadf=sadf, local_host="vm"), "sa_restart")
+    assert not [r for r in recs if isinstance(r, ParseError)]
+    assert len(recs) == 29  # 4 records x 7 devices + the restart
+    assert recs[14] == RestartMark("vm", 1795321729.0)  # 2026-11-22 04:28:49 UTC
+    # vm;1;2026-11-22 04:28:50 UTC;loop2;111.00;640.00;4496.00;0.00;46.27;0.02;0.14;1.60
+    assert recs[17] == DiskSample(
+        "vm", "loop2", 1795321730.0, 1.0, 111.0, 640.0, 4496.0, 0.0, 46.27, 0.02, 0.14, 1.6
+    )
+    devices = [r.device for r in recs[:7] if isinstance(r, DiskSample)]
+    assert devices == ["loop0", "loop1", "loop2", "loop3", "loop4", "loop5", "vda"]
+
+
+def test_a_fresh_recording_of_this_host(sadf: str, tmp_path: Path) -> None:
+    if not os.access(SADC, os.X_OK):
+        pytest.fail(f"{SADC} not found: run `make test` (installs sysstat)")
+    target = tmp_path / "sa_fresh"
+    subprocess.run([SADC, "-S", "DISK", "1", "2", str(target)], check=True, timeout=60)
+    recs = parsed(convert_sadc(target, sadf=sadf), str(target))
+    assert recs, "no device with I/O since boot"
+    assert all(isinstance(r, DiskSample) for r in recs)
+    assert {(r.host, r.interval_s) for r in recs if isinstance(r, DiskSample)} == {
+        (os.uname().nodename, 1.0)
+    }
+
+
+def test_not_a_sadc_file_names_the_file_and_sadf_message(sadf: str, tmp_path: Path) -> None:
+    bad = tmp_path / "sa_bad"
+    bad.write_bytes(b"this is not a sadc file\n" * 100)
+    with pytest.raises(ParseError) as info:
+        convert_sadc(bad, sadf=sadf)
+    assert info.value.path == str(bad)
+    assert "sadf exited with status 3" in info.value.reason
+    assert "Invalid system activity file" in info.value.reason
+
+
+def test_missing_file(sadf: str, tmp_path: Path) -> None:
+    with pytest.raises(ParseError, match="No such file or directory"):
+        convert_sadc(tmp_path / "absent", sadf=sadf)
+
+
+def test_sadf_not_installed() -> None:
+    with pytest.raises(ConfigError, match="install sysstat"):
+        convert_sadc(DATA / "sa_test", sadf="/nonexistent/sadf")
+
+
+def test_timeout_names_the_file() -> None:
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        assert kwargs["timeout"] == 5.0
+        assert kwargs["env"]["LC_ALL"] == "C"
+        raise subprocess.TimeoutExpired(argv, 5.0)
+
+    with pytest.raises(TimeoutError, match="sa_test"):
+        convert_sadc(DATA / "sa_test", timeout_s=5.0, run=run)
+
+
+def test_file_from_another_host_warns(sadf: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="pipeline.shippers.sadc"):
+        convert_sadc(DATA / "sa_test", sadf=sadf, local_host="fs001")
+    assert len(caplog.records) == 1
+    assert "recorded on vm but converted on fs001" in caplog.records[0].getMessage()
+    caplog.clear()
+    convert_sadc(DATA / "sa_test", sadf=sadf, local_host="vm")
+    assert not caplog.records
