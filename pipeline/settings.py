@@ -139,6 +139,28 @@ class FioSettings(_Frozen):
         return tuple(sorted(set(v)))
 
 
+class PeerSettings(_Frozen):
+    """Black-box peer comparison of LUNs from sysstat disk metrics (seed 001, section 4.2)."""
+
+    metrics: tuple[str, ...] = Field(
+        ("await",), description="sysstat -d metrics compared across peers (await, tps, ...)."
+    )
+    downsample_s: float = Field(15.0, gt=0, description="Downsampling interval (seconds).")
+    ma_width: int = Field(15, ge=1, description="Moving-average filter width (samples).")
+    win_size: int = Field(60, ge=4, description="Comparison window (samples).")
+    win_shift: int = Field(30, ge=1, description="Shift between windows (samples).")
+    k: int = Field(3, ge=1, description="Faulty when anomalous in k of the last 2k-1 windows.")
+    bin_cap: int = Field(1000, ge=1, description="Most histogram bins per window.")
+    groups: Mapping[str, str] = Field(
+        default_factory=dict,
+        description="Peer groups: glob of 'host:device' -> group name (first match wins); "
+        "unmatched LUNs form one group per host.",
+    )
+    thresholds_file: str | None = Field(
+        None, description="Trained thresholds (iolens train); default <state_dir>/thresholds.json."
+    )
+
+
 class SinkSettings(_Frozen):
     """Bulk indexing, retries, spool and dead letters."""
 
@@ -165,6 +187,7 @@ class Settings(_Frozen):
     drops: tuple[DropSettings, ...] = Field((), description="Drop directories to watch.")
     shipper: ShipperSettings = Field(default_factory=ShipperSettings)
     fio: FioSettings = Field(default_factory=FioSettings)
+    peer: PeerSettings = Field(default_factory=PeerSettings)
     sink: SinkSettings = Field(default_factory=SinkSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 

@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "percentiles of fio histogram logs (fiologparser_hist.py compatible)",
     ),
     "deadletter": ("pipeline.cli.deadletter_cmd", "list or replay dead letters"),
+    "train": ("pipeline.cli.train_cmd", "train peer-comparison thresholds on fault-free data"),
+    "diagnose": ("pipeline.cli.diagnose_cmd", "peer-compare LUNs in sysstat data and rank them"),
 }
 
 

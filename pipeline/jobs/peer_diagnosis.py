@@ -1,0 +1,210 @@
+"""Offline peer diagnosis of LUNs from sysstat recordings (seed 001): files -> ranked LUNs.
+
+Steps: read each file (sadc binary through ``sadf``, or ``sadf -d`` CSV / ``sadf -j`` JSON),
+downsample every host x device exactly to ``downsample_s`` (cumulative sums), put LUNs in peer
+groups, line each group up on the common time grid, compare peers per window
+(:mod:`pipeline.reducers.peer`) and order LUNs by persistence
+(:mod:`pipeline.reducers.persistence`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import ConfigError
+from pipeline.parsers.errors import ParseError
+from pipeline.parsers.sysstat import parse_sadf_csv, parse_sadf_json
+from pipeline.records import DiskSample, RestartMark
+from pipeline.reducers.downsample import downsample
+from pipeline.reducers.peer import PeerParams, PeerSeries, Thresholds, WindowResult, detect
+from pipeline.reducers.peer import train_thresholds as train_series
+from pipeline.shippers.sadc import convert_sadc
+
+log = logging.getLogger(__name__)
+
+METRICS: dict[str, tuple[str, float]] = {
+    # sysstat 12.6 names (sar -d / sadf -d) -> DiskSample field, scale
+    "tps": ("tps", 1.0),
+    "rkB/s": ("read_kb_per_s", 1.0),
+    "wkB/s": ("write_kb_per_s", 1.0),
+    "dkB/s": ("discard_kb_per_s", 1.0),
+    "areq-sz": ("areq_sz_kb", 1.0),
+    "aqu-sz": ("aqu_sz", 1.0),
+    "await": ("await_ms", 1.0),
+    "%util": ("util_pct", 1.0),
+    # the seed's (older sysstat) names: 512-byte sectors
+    "rd_sec": ("read_kb_per_s", 2.0),
+    "wr_sec": ("write_kb_per_s", 2.0),
+    "avgrq-sz": ("areq_sz_kb", 2.0),
+    "avgqu-sz": ("aqu_sz", 1.0),
+    "util": ("util_pct", 1.0),
+}
+"""Metric names accepted on the command line and in ``peer.metrics``."""
+
+
+def metric_field(name: str) -> tuple[str, float]:
+    """``(DiskSample field, scale)`` of a metric name.
+
+    Raises:
+        ConfigError: an unknown name (the message lists the known ones).
+    """
+    try:
+        return METRICS[name]
+    except KeyError:
+        raise ConfigError(f"unknown metric {name!r}; use one of {', '.join(METRICS)}") from None
+
+
+def read_samples(path: Path) -> tuple[list[DiskSample | RestartMark], list[ParseError]]:
+    """Every disk sample of one recording, and the bad lines (which are skipped).
+
+    A file whose first byte is ``{`` is ``sadf -j`` JSON, one that starts with ``#`` or a
+    hostname line is ``sadf -d`` CSV; anything else is a sadc binary file converted with
+    ``sadf`` (on the recording host: binary files hold device numbers, not names).
+    """
+    data = path.read_bytes()
+    head = data[:1]
+    if head == b"{":
+        parsed = list(parse_sadf_json(data, str(path)))
+    elif head == b"#" or (data[:4096].isascii() and b";" in data[:4096]):
+        parsed = list(parse_sadf_csv(data.splitlines(), str(path)))
+    else:
+        parsed = list(parse_sadf_csv(convert_sadc(path).splitlines(), str(path)))
+    good = [r for r in parsed if not isinstance(r, ParseError)]
+    bad = [r for r in parsed if isinstance(r, ParseError)]
+    return good, bad
+
+
+def group_of(host: str, device: str, groups: Mapping[str, str]) -> str:
+    """Peer group of a LUN: the first ``"host:device"`` glob in ``groups`` that matches, else
+    the host (one group per server)."""
+    name = f"{host}:{device}"
+    for pattern, group in groups.items():
+        if fnmatch.fnmatchcase(name, pattern):
+            return group
+    return host
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Downsampled samples of several files, by LUN (``host/device``)."""
+
+    samples: Mapping[str, Sequence[DiskSample]]
+    interval_s: float
+    bad_lines: int
+
+
+def load(paths: Iterable[Path], interval_s: float) -> Recording:
+    """Read and downsample every file; full intervals only (a partial interval cut by a restart
+    or a gap is left out of peer comparison)."""
+    records: list[DiskSample | RestartMark] = []
+    bad = 0
+    for p in paths:
+        good, errors = read_samples(p)
+        for err in errors[:5]:
+            log.warning("%s (skipped)", err)
+        bad += len(errors)
+        records += good
+    records.sort(key=lambda r: r.end_s)
+    by_lun: dict[str, list[DiskSample]] = defaultdict(list)
+    for s in downsample(records, interval_s):
+        if abs(s.interval_s - interval_s) <= 1e-6 * interval_s:
+            by_lun[f"{s.host}/{s.device}"].append(s)
+    return Recording(by_lun, interval_s, bad)
+
+
+def series(
+    rec: Recording,
+    metric: str,
+    groups: Mapping[str, str],
+    *,
+    since_s: float | None = None,
+    until_s: float | None = None,
+) -> list[PeerSeries]:
+    """One :class:`PeerSeries` per peer group with at least 3 LUNs, on the group's time grid.
+
+    A LUN without a sample at a grid time counts as idle there (0), as sysstat reports a
+    device that did nothing. Groups of fewer than 3 LUNs are skipped with a warning.
+    """
+    field, scale = metric_field(metric)
+    members: dict[str, list[str]] = defaultdict(list)
+    for lun in rec.samples:
+        host, device = lun.split("/", 1)
+        members[group_of(host, device, groups)].append(lun)
+    out = []
+    for group, luns in sorted(members.items()):
+        if len(luns) < 3:
+            log.warning("peer group %s has %s LUN(s); at least 3 are needed", group, len(luns))
+            continue
+        luns.sort()
+        times = sorted(
+            {
+                s.end_s
+                for lun in luns
+                for s in rec.samples[lun]
+                if (since_s is None or s.end_s > since_s)
+                and (until_s is None or s.end_s <= until_s)
+            }
+        )
+        if not times:
+            continue
+        index = {t: i for i, t in enumerate(times)}
+        values = np.zeros((len(luns), len(times)), dtype=np.float64)
+        for row, lun in enumerate(luns):
+            for s in rec.samples[lun]:
+                col = index.get(s.end_s)
+                if col is not None:
+                    values[row, col] = getattr(s, field) * scale
+        out.append(PeerSeries(group, metric, tuple(luns), np.array(times), values))
+    return out
+
+
+def train(
+    rec: Recording,
+    metrics: Sequence[str],
+    groups: Mapping[str, str],
+    params: PeerParams,
+    until_s: float | None = None,
+) -> Thresholds:
+    """Thresholds from fault-free data (seed 001 section 4.2.1), up to ``until_s`` if given.
+
+    Raises:
+        ConfigError: no peer group has enough data for one window.
+    """
+    all_series = [s for m in metrics for s in series(rec, m, groups, until_s=until_s)]
+    if not all_series:
+        raise ConfigError("no peer group of at least 3 LUNs in the training data")
+    try:
+        return train_series(all_series, params)
+    except ValueError as err:
+        raise ConfigError(f"cannot train thresholds: {err}") from None
+
+
+def diagnose(
+    rec: Recording,
+    metric: str,
+    groups: Mapping[str, str],
+    params: PeerParams,
+    thresholds: Thresholds,
+    since_s: float | None = None,
+) -> list[WindowResult]:
+    """Window results of every peer group, in time order (groups interleaved by window end).
+
+    Raises:
+        ConfigError: a group has no trained threshold for the metric.
+    """
+    results: list[WindowResult] = []
+    for s in series(rec, metric, groups, since_s=since_s):
+        try:
+            threshold = thresholds.get(s.group, metric)
+        except KeyError as err:
+            raise ConfigError(str(err.args[0])) from None
+        results += detect(s, threshold, params)
+    results.sort(key=lambda r: (r.end_s, r.group))
+    return results
