@@ -59,20 +59,39 @@ class EmbeddedSettings(_Frozen):
     start_timeout_s: float = Field(20.0, gt=0, description="How long to wait for it to answer.")
 
 
-DropType = Literal["fio-hist"]
+DropType = Literal["fio-hist", "sadf", "sadc"]
+
+DEFAULT_PATTERNS: dict[str, str] = {
+    "fio-hist": "*_clat_hist.*.log*",
+    "sadf": "*",
+    "sadc": "*",
+}
 
 
 class DropSettings(_Frozen):
     """One drop directory watched by a shipper."""
 
-    type: DropType = Field(description="Input format of the files dropped here.")
+    type: DropType = Field(
+        description="Input format of the files dropped here: fio-hist (fio histogram logs), "
+        "sadf (sadf -d CSV, tailed, or sadf -j JSON), sadc (sadc binary activity files, read "
+        "whole through sadf on this host)."
+    )
     path: str = Field(description="Directory to watch (recursively).")
-    pattern: str = Field("*_clat_hist.*.log*", description="Glob of file names to read.")
+    pattern: str | None = Field(
+        None,
+        description="Glob of file names to read; default *_clat_hist.*.log* for fio-hist, "
+        "every file for sadf and sadc.",
+    )
     host: str | None = Field(
         None,
         description="host.name for files here; default: the file name's host suffix, else the "
         "first sub-directory under the drop directory, else this machine's name.",
     )
+
+    @property
+    def glob(self) -> str:
+        """The file-name pattern in force."""
+        return self.pattern or DEFAULT_PATTERNS[self.type]
 
 
 class ShipperSettings(_Frozen):

@@ -13,7 +13,9 @@ from rich.console import Console
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
-from pipeline.settings import ConfigError, DropSettings, Settings
+from pipeline.settings import DEFAULT_PATTERNS, ConfigError, DropSettings, Settings
+
+DROP_TYPES = tuple(DEFAULT_PATTERNS)
 
 log = logging.getLogger("iolens")
 
@@ -31,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         action="append",
         default=[],
         metavar="TYPE=DIR",
-        help="watch DIR for TYPE files (fio-hist); overrides a drop with that path",
+        help="watch DIR for TYPE files (fio-hist, sadf, sadc); overrides a drop with that path",
     )
     p.add_argument("--state-dir", help="registry, spool and dead letters (default: config)")
     p.add_argument(
@@ -50,9 +52,11 @@ def apply_overrides(settings: Settings, drops: list[str], state_dir: str | None)
     merged = {str(Path(d.path)): d for d in settings.drops}
     for spec in drops:
         kind, sep, path = spec.partition("=")
-        if not sep or kind != "fio-hist" or not path:
-            raise ConfigError(f"--drop {spec!r}: expected fio-hist=DIR")
-        merged[str(Path(path))] = DropSettings(type="fio-hist", path=path)
+        if not sep or kind not in DROP_TYPES or not path:
+            raise ConfigError(
+                f"--drop {spec!r}: expected TYPE=DIR with TYPE one of {', '.join(DROP_TYPES)}"
+            )
+        merged[str(Path(path))] = DropSettings(type=kind, path=path)
     update: dict[str, object] = {"drops": tuple(merged.values())}
     if state_dir:
         update["state_dir"] = state_dir

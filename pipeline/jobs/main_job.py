@@ -36,6 +36,7 @@ from pipeline.shippers.fio_tail import FioTail, fio_path_parts, last_time_ms
 from pipeline.shippers.hosts import host_for
 from pipeline.shippers.identity import identify
 from pipeline.shippers.registry import Registry
+from pipeline.shippers.sysstat_tail import SysstatTail
 from pipeline.shippers.tailer import LineTooLong, TailChunk
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.bulk import BulkSink
@@ -46,6 +47,9 @@ from pipeline.sink.search import delete_by_query, iter_hits, refresh
 from pipeline.sink.templates import install, load_templates
 
 log = logging.getLogger(__name__)
+
+Tail = FioTail | SysstatTail
+"""A file being read: fio histogram log or sysstat data."""
 
 ANCHOR_SNAP_MS = 5_000
 """Logs of one host whose estimated run starts lie this close share one start (one fio run)."""
@@ -111,8 +115,8 @@ class MainJob:
             refresh=lambda index: refresh(self.client, index),
             delete=lambda index, query: delete_by_query(self.client, index, query),
         )
-        self.tails: dict[str, FioTail] = {}
-        self._retired: dict[str, FioTail] = {}
+        self.tails: dict[str, Tail] = {}
+        self._retired: dict[str, Tail] = {}
         self._drops: dict[str, DropSettings] = {}
         self._by_path: dict[str, str] = {}
         self._unidentified: dict[str, DropSettings] = {}
@@ -143,11 +147,15 @@ class MainJob:
         self._anchors.setdefault(host, []).append(estimate)
         return estimate
 
-    def _identify(self, p: str) -> str | None:
-        ident = identify(p, self.settings.shipper.fingerprint_bytes, whole_file=p.endswith(".gz"))
+    def _identify(self, p: str, whole_file: bool = False) -> str | None:
+        ident = identify(
+            p,
+            self.settings.shipper.fingerprint_bytes,
+            whole_file=whole_file or p.endswith(".gz"),
+        )
         return None if ident is None else ident.key
 
-    def discover(self, path: Path, drop: DropSettings | None) -> FioTail | None:
+    def discover(self, path: Path, drop: DropSettings | None) -> Tail | None:
         """Start (or resume) tailing ``path``.
 
         Returns None while it cannot be identified yet (no complete first line), when it is gone,
@@ -159,7 +167,7 @@ class MainJob:
             return None
         drop = drop or DropSettings(type="fio-hist", path=str(path.parent))
         try:
-            key = self._identify(p)
+            key = self._identify(p, whole_file=drop.type == "sadc")
         except FileNotFoundError:
             self._unidentified.pop(p, None)
             return None
@@ -184,15 +192,23 @@ class MainJob:
                 tail.path = p
                 self._by_path[p] = key
             return tail
+        state = self.registry.get(key)
+        if state is not None and state.done:
+            return None  # quarantined earlier: it stays in the dead-letter area
+        if drop.type != "fio-hist":
+            if state is None:
+                state = self.registry.upsert_new(key, p)
+            elif state.path != p:
+                self.registry.set_path(key, p)
+            sys_tail = SysstatTail(key, p, drop.type, self.settings.peer.downsample_s)
+            sys_tail.resume(state.offset, state.line_no, state.cursor)
+            return self._track(sys_tail, drop)
         try:
             prefix, job = fio_path_parts(path)
         except ValueError as err:
             log.warning("skipping %s: %s", p, err)
             return None
         host = host_for(path, Path(drop.path), drop.host, self._hostname)
-        state = self.registry.get(key)
-        if state is not None and state.done:
-            return None  # quarantined earlier: it stays in the dead-letter area
         if state is None:
             state = self.registry.upsert_new(key, p, self._anchor_for(host, p))
         elif state.path != p:
@@ -200,12 +216,15 @@ class MainJob:
         offset_ms = self.settings.fio.host_offsets_ms.get(host, 0)
         anchor = state.anchor_ms if state.anchor_ms is not None else self._anchor_for(host, p)
         src = FioSource(host, job, prefix, p, key.rsplit(":", 1)[-1])
-        tail = FioTail(key, p, src, self.settings.fio, anchor + offset_ms)
-        tail.resume(state.offset, state.line_no, state.cursor)
-        self.tails[key] = tail
-        self._drops[key] = drop
-        self._by_path[p] = key
-        self._retired.pop(key, None)
+        fio_tail = FioTail(key, p, src, self.settings.fio, anchor + offset_ms)
+        fio_tail.resume(state.offset, state.line_no, state.cursor)
+        return self._track(fio_tail, drop)
+
+    def _track(self, tail: Tail, drop: DropSettings) -> Tail:
+        self.tails[tail.key] = tail
+        self._drops[tail.key] = drop
+        self._by_path[tail.path] = tail.key
+        self._retired.pop(tail.key, None)
         return tail
 
     def _retire(self, key: str) -> None:
@@ -217,11 +236,13 @@ class MainJob:
             del self._by_path[tail.path]
         self._retired[key] = tail
 
-    def _still_there(self, tail: FioTail) -> bool:
+    def _still_there(self, tail: Tail) -> bool:
         """Whether ``tail.path`` still holds the tail's file; if another file replaced it, that
         one is discovered (and read by the caller's next pass)."""
         try:
-            key = self._identify(tail.path)
+            key = self._identify(
+                tail.path, whole_file=isinstance(tail, SysstatTail) and tail.kind == "sadc"
+            )
         except FileNotFoundError:
             log.info("%s is gone", tail.path)
             self._retire(tail.key)
@@ -241,7 +262,7 @@ class MainJob:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def pump(self, tail: FioTail) -> int:
+    def pump(self, tail: Tail) -> int:
         """Read and ship every complete line now in the file; returns lines read.
 
         A file that is not a line log (no line end within 1 MiB, damaged gzip data) is
@@ -282,7 +303,7 @@ class MainJob:
                 tail.exhausted = True
                 return n
 
-    def _ship(self, tail: FioTail, chunk: TailChunk) -> None:
+    def _ship(self, tail: Tail, chunk: TailChunk) -> None:
         now_ms = self.clock() * 1000
         for res in tail.process(chunk, self.ctx, now_ms):
             self.summary.lines += 1
@@ -292,19 +313,20 @@ class MainJob:
                 self.sink.deadletters.write_input(
                     res.ref.path, res.ref.line_no, res.bad.error.reason, res.bad.raw, "parse"
                 )
-            self.acks.track(tail.key, res.ref.line_no, res.ref.end_offset, len(res.docs))
+            waits = len(res.docs) if res.pending is None else res.pending
+            self.acks.track(tail.key, res.ref.line_no, res.ref.end_offset, waits)
             for doc in res.docs:
                 self.sink.add(doc)
-            if not res.docs:
+            if not waits:
                 self._commit(tail.key)
 
-    def _restart_truncated(self, tail: FioTail) -> None:
+    def _restart_truncated(self, tail: Tail) -> None:
         log.warning("%s was truncated: reading it again from the start", tail.path)
         self.registry.reset(tail.key)
         self.acks.forget(tail.key)
         tail.restart()
 
-    def _quarantine_file(self, tail: FioTail, err: ParseError) -> None:
+    def _quarantine_file(self, tail: Tail, err: ParseError) -> None:
         self.summary.bad_files += 1
         dest = self.state_dir / "deadletter" / "files"
         dest.mkdir(parents=True, exist_ok=True)
@@ -364,7 +386,7 @@ class MainJob:
         try:
             return DropWatcher(
                 [Path(drop.path)],
-                drop.pattern,
+                drop.glob,
                 self.settings.shipper.observer,
                 self.settings.shipper.poll_interval_s,
             )

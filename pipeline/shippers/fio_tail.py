@@ -40,11 +40,20 @@ class BadLine:
 
 @dataclass(frozen=True)
 class LineResult:
-    """What one line produced: its reference, documents, or a bad-line record."""
+    """What one line produced: its reference, documents, or a bad-line record.
+
+    Attributes:
+        ref: the line.
+        docs: documents finished at this line (they may refer to earlier lines too).
+        bad: the line could not be parsed.
+    """
 
     ref: LineRef
     docs: tuple[Document, ...] = ()
     bad: BadLine | None = None
+    pending: int | None = None
+    """Acknowledgements the line waits for, when not ``len(docs)``: a line whose sample goes into
+    a document finished later (downsampling) waits for that document."""
 
 
 def last_time_ms(path: str) -> int | None:

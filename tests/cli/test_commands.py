@@ -65,5 +65,7 @@ def test_config_errors_exit_2_and_name_the_key(
 def test_run_needs_a_drop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "iolens.yaml"
     config.write_text("{}\n")
-    assert main(["--config", str(config), "run", "--once", "--drop", "sadf=/x"]) == 2
-    assert "--drop 'sadf=/x': expected fio-hist=DIR" in capsys.readouterr().err
+    assert main(["--config", str(config), "run", "--once", "--drop", "sar=/x"]) == 2
+    assert "--drop 'sar=/x': expected TYPE=DIR with TYPE one of fio-hist, sadf, sadc" in (
+        capsys.readouterr().err
+    )
