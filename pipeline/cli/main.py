@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "deadletter": ("pipeline.cli.deadletter_cmd", "list or replay dead letters"),
     "train": ("pipeline.cli.train_cmd", "train peer-comparison thresholds on fault-free data"),
     "diagnose": ("pipeline.cli.diagnose_cmd", "peer-compare LUNs in sysstat data and rank them"),
+    "sadc-cycle": ("pipeline.cli.sadc_cycle_cmd", "record daily sadc files into a drop directory"),
 }
 
 
