@@ -178,6 +178,12 @@ class PeerSettings(_Frozen):
     thresholds_file: str | None = Field(
         None, description="Trained thresholds (iolens train); default <state_dir>/thresholds.json."
     )
+    settle_s: float = Field(
+        120.0,
+        ge=0,
+        description="The scheduled comparison takes samples older than this, so that every "
+        "server's data for a moment has arrived.",
+    )
 
 
 class SinkSettings(_Frozen):

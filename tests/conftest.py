@@ -121,3 +121,50 @@ def reference_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("reference") / "fiologparser_hist.py"
     out.write_bytes(gzip.decompress(REFERENCE_GZ.read_bytes()))
     return out
+
+
+SYNTH_SADF = REPO.parent / "shared" / "tools" / "synth_sadf.py"
+SYNTH_GEN = ["--hosts", "4", "--luns", "6", "--luns-per-group", "12", "--interval", "15"]
+SYNTH_FAULTS = ["fs001:dm-3:1.0:3.0:5:await", "fs002:dm-0:2.0:4.5:3:await"]
+
+
+def _synth(out: Path, hours: int, seed: int, faults: list[str]) -> dict[str, object]:
+    import json
+    import subprocess
+    import sys
+
+    args = [
+        sys.executable,
+        str(SYNTH_SADF),
+        str(out),
+        *SYNTH_GEN,
+        "--hours",
+        str(hours),
+        "--seed",
+        str(seed),
+    ]
+    for f in faults:
+        args += ["--fault", f]
+    subprocess.run(args, check=True, capture_output=True, timeout=300)
+    truth: dict[str, object] = json.loads((out / "truth.json").read_text())
+    return truth
+
+
+@pytest.fixture(scope="session")
+def synth_sysstat(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """Generated ``sadf -d`` CSV of 4 servers x 6 LUNs in 2 peer groups of 12, 15 s samples:
+    ``train`` (12 h fault-free), ``faulty`` (6 h, await faults ``SYNTH_FAULTS``), ``clean``
+    (6 h fault-free), the generator's ``truth`` and a ``groups`` YAML file of the peer groups."""
+    root = tmp_path_factory.mktemp("synth")
+    _synth(root / "train", 12, 11, [])
+    truth = _synth(root / "faulty", 6, 12, SYNTH_FAULTS)
+    _synth(root / "clean", 6, 13, [])
+    groups = root / "groups.yaml"
+    peer_groups = truth["peer_groups"]
+    assert isinstance(peer_groups, dict)
+    groups.write_text(
+        "".join(
+            f'"{lun.replace("/", ":")}": "{g}"\n' for g, luns in peer_groups.items() for lun in luns
+        )
+    )
+    return {"root": root, "truth": truth, "groups": groups}

@@ -28,6 +28,7 @@ from typing import IO
 
 from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
 from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.jobs.peer_job import PeerJob, load_thresholds
 from pipeline.parsers.errors import ParseError
 from pipeline.records import Document
 from pipeline.settings import ConfigError, DropSettings, Settings
@@ -43,7 +44,9 @@ from pipeline.sink.bulk import BulkSink
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext, FioSource
+from pipeline.sink.lease import Lease
 from pipeline.sink.search import delete_by_query, iter_hits, refresh
+from pipeline.sink.state_store import JobState
 from pipeline.sink.templates import install, load_templates
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,7 @@ class RunSummary:
     bad_lines: int = 0
     bad_files: int = 0
     intervals: int = 0
+    peer_windows: int = 0
     docs: dict[str, dict[str, int]] = field(default_factory=dict)
     dead_letters: dict[str, int] = field(default_factory=dict)
     spooled: int = 0
@@ -115,6 +119,7 @@ class MainJob:
             refresh=lambda index: refresh(self.client, index),
             delete=lambda index, query: delete_by_query(self.client, index, query),
         )
+        self.peer = self._peer_job(settings, client, clock)
         self.tails: dict[str, Tail] = {}
         self._retired: dict[str, Tail] = {}
         self._drops: dict[str, DropSettings] = {}
@@ -125,6 +130,35 @@ class MainJob:
         self.summary = RunSummary()
         self._read_keys: set[str] = set()
         self._load_anchors()
+
+    def _peer_job(self, settings: Settings, client: Client, clock: Callable[[], float]) -> PeerJob:
+        path = Path(settings.peer.thresholds_file or Path(settings.state_dir) / "thresholds.json")
+        try:
+            thresholds = load_thresholds(path)
+        except (ValueError, KeyError) as err:
+            raise ConfigError(f"{path}: not a thresholds file ({err}); run iolens train") from None
+        name = f"peer.{settings.elasticsearch.namespace}"
+        lease = Lease(client, name, ttl_s=max(120.0, 6 * settings.jobs.tick_s), clock=clock)
+        self._lease = lease
+        store = JobState(client, name, clock=clock)
+        return PeerJob(
+            hits=lambda index, q, s: iter_hits(self.client, index, q, s),
+            emit=self.sink.add,
+            settle=self._settle,
+            peer=settings.peer,
+            thresholds=thresholds,
+            ctx=self.ctx,
+            lease=lease.acquire,
+            load_state=store.load,
+            save_state=store.save,
+            clock=clock,
+            refresh=lambda index: refresh(self.client, index),
+        )
+
+    def _settle(self) -> bool:
+        """Flush the sink; True when nothing is left unacknowledged (no spooled documents)."""
+        self.sink.flush()
+        return self.sink.pending() == 0
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -408,6 +442,7 @@ class MainJob:
         self._unidentified.clear()
         self.summary.intervals += self.latency.run(force=True)
         self.sink.flush()
+        self.summary.peer_windows += self.peer.run(force=True)
         return self.snapshot()
 
     def run_once(self, extra: Sequence[tuple[Path, DropSettings | None]] = ()) -> RunSummary:
@@ -439,6 +474,7 @@ class MainJob:
                         if not tail.exhausted:
                             self.pump(tail)
                     self.summary.intervals += self.latency.run()
+                    self.summary.peer_windows += self.peer.run()
                     next_tick = self.clock() + self.settings.jobs.tick_s
         finally:
             for w in watchers:
@@ -483,6 +519,7 @@ class MainJob:
     def close(self) -> None:
         """Flush and release the registry and job state."""
         self.sink.close()
+        self._lease.release()
         self.registry.close()
         self.dirty.close()
         self._lock.close()

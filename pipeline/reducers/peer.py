@@ -571,6 +571,49 @@ class PeerDetector:
         self._sm_t = np.empty(0, dtype=np.float64)
         self._hist = [deque(maxlen=self.params.history) for _ in self.luns]
 
+    def state(self) -> dict[str, Any]:
+        """JSON-able state: resume with :meth:`restore` (e.g. after a restart)."""
+        return {
+            "luns": list(self.luns),
+            "threshold": self.threshold,
+            "params": self.params.to_dict(),
+            "raw": self._raw.tolist(),
+            "sm": self._sm.tolist(),
+            "sm_t": self._sm_t.tolist(),
+            "sm_seen": self._sm_seen,
+            "next_window": self._next_window,
+            "last_t": None if math.isinf(self._last_t) else self._last_t,
+            "hist": [list(h) for h in self._hist],
+        }
+
+    @classmethod
+    def restore(cls, group: str, metric: str, state: Mapping[str, Any]) -> PeerDetector:
+        """A detector continuing exactly where :meth:`state` was taken.
+
+        Raises:
+            ValueError: malformed state.
+        """
+        luns = tuple(state["luns"])
+        det = cls(
+            group, metric, luns, float(state["threshold"]), PeerParams.from_dict(state["params"])
+        )
+        n = len(luns)
+        det._raw = np.asarray(state["raw"], dtype=np.float64).reshape(n, -1)
+        det._sm = np.asarray(state["sm"], dtype=np.float64).reshape(n, -1)
+        det._sm_t = np.asarray(state["sm_t"], dtype=np.float64)
+        det._sm_seen = int(state["sm_seen"])
+        det._next_window = int(state["next_window"])
+        det._last_t = -math.inf if state["last_t"] is None else float(state["last_t"])
+        det._hist = [deque((bool(x) for x in h), maxlen=det.params.history) for h in state["hist"]]
+        if len(det._hist) != n or det._sm.shape[1] != det._sm_t.size:
+            raise ValueError("detector state does not match its LUNs")
+        return det
+
+    @property
+    def last_time_s(self) -> float:
+        """End time of the last sample added (-inf before the first)."""
+        return self._last_t
+
     @property
     def held_samples(self) -> tuple[int, int]:
         """``(raw, smoothed)`` samples held between calls (at most ``ma_width - 1`` and

@@ -27,6 +27,7 @@ def print_summary(
     console.print(
         f"files read: {summary.files}   lines: {summary.lines}   bad lines: {summary.bad_lines}"
         f"   bad files: {summary.bad_files}   intervals merged: {summary.intervals}"
+        + (f"   peer windows: {summary.peer_windows}" if summary.peer_windows else "")
     )
     docs = Table(title="documents by data stream")
     for col in ("data stream", "indexed", "already there", "dead-lettered"):

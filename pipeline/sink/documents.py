@@ -236,3 +236,106 @@ def diskio_document(
     }
     ident = doc_id(DISKIO_DATASET, s.host, s.device, f"{s.end_s:.3f}")
     return Document(stream_name("metrics", DISKIO_DATASET, ctx.namespace), ident, source, refs)
+
+
+PEER_ANOMALY_DATASET = "iolens.peer_anomaly"
+PERSISTENCE_DATASET = "iolens.persistence"
+
+
+@dataclass(frozen=True)
+class PeerVerdict:
+    """One LUN in one comparison window (seed 001 section 4.2), in plain values.
+
+    Attributes:
+        group, metric: peer group and sysstat metric compared.
+        host, device: the LUN (host x device).
+        window_index: window number in the group's stream.
+        start_s, end_s: window span (first and last sample ends, Unix s); span_s its length.
+        score: 100 x the fraction of peers farther than the threshold (0-100).
+        distance: the LUN's majority distance (the value compared with the threshold).
+        threshold: trained threshold; bins: histogram bins of the window.
+        anomalous: more than half of its peers are farther than the threshold.
+        faulty: anomalous in k of the last 2k-1 windows.
+    """
+
+    group: str
+    metric: str
+    host: str
+    device: str
+    window_index: int
+    start_s: float
+    end_s: float
+    span_s: float
+    score: float
+    distance: float
+    threshold: float
+    bins: int
+    anomalous: bool
+    faulty: bool
+
+
+def peer_anomaly_document(ctx: DocContext, v: PeerVerdict, created_ms: float) -> Document:
+    """One ``metrics-iolens.peer_anomaly`` document per LUN x window, named like Elastic ML
+    ``record`` results (reference/sysstat.md 4.2): ``record_score``/``anomaly_score`` 0-100,
+    ``actual`` = the LUN's distance, ``typical`` = the threshold, partitioned by peer group and
+    split by metric. ``@timestamp`` is the window start (ML's bucket timestamp)."""
+    source = ctx.base("metrics", PEER_ANOMALY_DATASET, v.start_s * 1000, created_ms)
+    source["host"] = {"name": v.host}
+    source["system"] = {"diskio": {"name": v.device}}
+    source["iolens"] = {
+        "result_type": "record",
+        "job_id": f"peer-{v.metric}",
+        "bucket_span": v.span_s,
+        "partition_field_name": "iolens.peer.group",
+        "partition_field_value": v.group,
+        "by_field_name": "iolens.peer.metric",
+        "by_field_value": v.metric,
+        "actual": [v.distance],
+        "typical": [v.threshold],
+        "record_score": v.score,
+        "anomaly_score": v.score,
+        "anomalous": v.anomalous,
+        "faulty": v.faulty,
+        "peer": {
+            "group": v.group,
+            "metric": v.metric,
+            "lun": f"{v.host}/{v.device}",
+            "window_index": v.window_index,
+            "window": {"start_s": v.start_s, "end_s": v.end_s},
+            "fraction_exceeded": v.score / 100,
+            "bins": v.bins,
+        },
+    }
+    ident = doc_id(PEER_ANOMALY_DATASET, v.group, v.metric, v.host, v.device, f"{v.end_s:.3f}")
+    return Document(stream_name("metrics", PEER_ANOMALY_DATASET, ctx.namespace), ident, source)
+
+
+def persistence_document(
+    ctx: DocContext,
+    *,
+    metric: str,
+    group: str,
+    host: str,
+    device: str,
+    hour_end_s: float,
+    value: int,
+    rank: int,
+    created_ms: float,
+) -> Document:
+    """One ``metrics-iolens.persistence`` document per LUN x hour: the accumulator (seed 001
+    section 4.3) at the end of the hour and the LUN's rank (1 = most persistent)."""
+    source = ctx.base("metrics", PERSISTENCE_DATASET, hour_end_s * 1000, created_ms)
+    source["host"] = {"name": host}
+    source["system"] = {"diskio": {"name": device}}
+    source["iolens"] = {
+        "persistence": {
+            "metric": metric,
+            "group": group,
+            "lun": f"{host}/{device}",
+            "value": value,
+            "rank": rank,
+            "hour_end_s": hour_end_s,
+        }
+    }
+    ident = doc_id(PERSISTENCE_DATASET, metric, group, host, device, f"{hour_end_s:.0f}")
+    return Document(stream_name("metrics", PERSISTENCE_DATASET, ctx.namespace), ident, source)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,38 +12,13 @@ import pytest
 from pipeline.cli.main import main
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
-SYNTH = SHARED / "tools" / "synth_sadf.py"
 FUSE_FAULT = SHARED / "data" / "sysstat" / "fuse_delay_fault_sadf_d.csv"
-GEN = ["--hosts", "4", "--luns", "6", "--luns-per-group", "12", "--interval", "15"]
-FAULTS = ["fs001:dm-3:1.0:3.0:5:await", "fs002:dm-0:2.0:4.5:3:await"]
 
 
-def generate(out: Path, hours: int, seed: int, faults: list[str]) -> dict[str, Any]:
-    """Run the generator (sadf -d CSV per server + truth.json)."""
-    args = ["python3", str(SYNTH), str(out), *GEN, "--hours", str(hours), "--seed", str(seed)]
-    for f in faults:
-        args += ["--fault", f]
-    subprocess.run(args, check=True, capture_output=True, timeout=300)
-    truth: dict[str, Any] = json.loads((out / "truth.json").read_text())
-    return truth
-
-
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A fault-free training day part, a faulty 6 h, a fault-free 6 h, and the peer groups."""
-    root = tmp_path_factory.mktemp("synth")
-    generate(root / "train", 12, 11, [])
-    truth = generate(root / "faulty", 6, 12, FAULTS)
-    generate(root / "clean", 6, 13, [])
-    groups = root / "groups.yaml"
-    groups.write_text(
-        "".join(
-            f'"{lun.replace("/", ":")}": "{g}"\n'
-            for g, luns in truth["peer_groups"].items()
-            for lun in luns
-        )
-    )
-    return {"root": root, "truth": truth, "groups": groups}
+@pytest.fixture
+def synth(synth_sysstat: dict[str, Any]) -> dict[str, Any]:
+    """The generated recordings (tests/conftest.py)."""
+    return synth_sysstat
 
 
 def run_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict[str, Any]]:

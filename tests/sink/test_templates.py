@@ -46,9 +46,13 @@ def test_load_templates_orders_ilm_component_index() -> None:
         ("component", "iolens@settings"),
         ("component", "metrics-fio.histogram@package"),
         ("component", "metrics-fio.latency@package"),
+        ("component", "metrics-iolens.peer_anomaly@package"),
+        ("component", "metrics-iolens.persistence@package"),
         ("component", "metrics-sysstat.diskio@package"),
         ("index", "metrics-fio.histogram"),
         ("index", "metrics-fio.latency"),
+        ("index", "metrics-iolens.peer_anomaly"),
+        ("index", "metrics-iolens.persistence"),
         ("index", "metrics-sysstat.diskio"),
     ]
 
@@ -187,9 +191,13 @@ def test_install_then_strict_mapping_rejects_unknown_fields(es_client: Elasticse
         "installed component template iolens@settings (version 1)",
         "installed component template metrics-fio.histogram@package (version 1)",
         "installed component template metrics-fio.latency@package (version 1)",
+        "installed component template metrics-iolens.peer_anomaly@package (version 1)",
+        "installed component template metrics-iolens.persistence@package (version 1)",
         "installed component template metrics-sysstat.diskio@package (version 1)",
         "installed index template metrics-fio.histogram (version 1)",
         "installed index template metrics-fio.latency (version 1)",
+        "installed index template metrics-iolens.peer_anomaly (version 1)",
+        "installed index template metrics-iolens.persistence (version 1)",
         "installed index template metrics-sysstat.diskio (version 1)",
         "ILM is not available: removed index.lifecycle.name from the settings component; "
         "index lifecycle is not managed and retention must be handled by hand",

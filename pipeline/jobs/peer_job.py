@@ -1,0 +1,285 @@
+"""Scheduled job: peer comparison of LUNs over the indexed sysstat data (seed 001, 4.2-4.3).
+
+Each run (on the one instance holding the ``peer.<namespace>`` lease) reads the
+``metrics-sysstat.diskio`` documents that arrived since its watermark and are older than
+``peer.settle_s`` (so every server's data for a moment is in), lines each peer group up on the
+common time grid, feeds the streaming detectors and the persistence accumulators, and indexes one
+``metrics-iolens.peer_anomaly`` document per LUN x window and, at each UTC hour's end, one
+``metrics-iolens.persistence`` document per LUN with a positive accumulator. Detector and
+accumulator state, and the watermark, are saved in Elasticsearch only after every document of the
+run was acknowledged; a run that fails is repeated from the old state with the same document ids.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.jobs.peer_diagnosis import group_of, metric_field
+from pipeline.records import Document
+from pipeline.reducers.peer import PeerDetector, PeerParams, Thresholds, WindowResult
+from pipeline.reducers.persistence import Persistence
+from pipeline.settings import PeerSettings
+from pipeline.sink.documents import (
+    DISKIO_DATASET,
+    DocContext,
+    PeerVerdict,
+    peer_anomaly_document,
+    persistence_document,
+    stream_name,
+)
+from pipeline.sink.search import ClusterUnavailable
+
+log = logging.getLogger(__name__)
+
+Hits = Callable[[str, Mapping[str, Any], list[Mapping[str, Any]]], Iterable[Mapping[str, Any]]]
+
+
+def load_thresholds(path: Path) -> Thresholds | None:
+    """Thresholds from ``iolens train``, or None when the file does not exist.
+
+    Raises:
+        ValueError: the file is not a thresholds file.
+    """
+    if not path.exists():
+        return None
+    return Thresholds.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+@dataclass
+class PeerJob:
+    """One scheduled peer-comparison job.
+
+    Args:
+        hits: paged search ``(index, query, sort) -> hits``.
+        emit: adds a document to the sink.
+        settle: flushes the sink; returns True when every document was acknowledged.
+        peer: peer settings (metrics, parameters, groups, downsampling interval, settle time).
+        thresholds: trained thresholds (None: the job waits for ``iolens train``).
+        ctx: document context.
+        lease: takes or renews the job's lease.
+        load_state / save_state: the job's durable state (Elasticsearch ``iolens-state``).
+        clock: wall-clock seconds.
+        refresh: makes a data stream's recent writes searchable.
+    """
+
+    hits: Hits
+    emit: Callable[[Document], None]
+    settle: Callable[[], bool]
+    peer: PeerSettings
+    thresholds: Thresholds | None
+    ctx: DocContext
+    lease: Callable[[], bool]
+    load_state: Callable[[], dict[str, Any] | None]
+    save_state: Callable[[Mapping[str, Any]], None]
+    clock: Callable[[], float] = time.time
+    refresh: Callable[[str], None] = lambda index: None
+    windows: int = 0
+    _warned: bool = field(default=False, repr=False)
+
+    @property
+    def params(self) -> PeerParams:
+        """The detector parameters."""
+        p = self.peer
+        return PeerParams(p.ma_width, p.win_size, p.win_shift, p.k, p.bin_cap)
+
+    def run(self, force: bool = False) -> int:
+        """Process the data that settled since the last run; returns windows evaluated.
+
+        ``force`` also takes data younger than ``peer.settle_s`` (end of a ``--once`` run).
+        """
+        if self.thresholds is None:
+            if not self._warned:
+                log.warning("peer comparison waits for thresholds: run iolens train")
+                self._warned = True
+            return 0
+        try:
+            if not self.lease():
+                return 0
+            return self._run(force)
+        except ClusterUnavailable as err:
+            log.warning("peer comparison postponed: %s", err)
+            return 0
+
+    def _run(self, force: bool) -> int:
+        state = self.load_state() or {}
+        watermark = state.get("watermark_s")
+        until = math.inf if force else self.clock() - self.peer.settle_s
+        grid = self._read(watermark, until)
+        if not grid:
+            return 0
+        created = self.clock() * 1000
+        n = 0
+        detectors: dict[str, Any] = dict(state.get("detectors", {}))
+        accumulators: dict[str, Any] = dict(state.get("persistence", {}))
+        hours: dict[str, Any] = dict(state.get("hour", {}))
+        for metric in self.peer.metrics:
+            results = self._detect(metric, grid, detectors)
+            acc = Persistence(**accumulators.get(metric, {"metric": metric}))
+            hour = hours.get(metric)
+            for r in results:
+                hour_end = math.ceil(r.end_s / 3600) * 3600
+                if hour is not None and hour_end > hour:
+                    self._emit_hour(metric, acc, hour, created)
+                hour = hour_end
+                acc.update(r)
+                self._emit_window(r, created)
+                n += 1
+            accumulators[metric] = {"metric": metric, "values": acc.values}
+            hours[metric] = hour
+        if not self.settle():
+            log.warning("peer comparison: documents not all acknowledged; the run is repeated")
+            return 0
+        last = max(t for times, _ in grid.values() for t in times)
+        self.save_state(
+            {
+                "watermark_s": last,
+                "detectors": detectors,
+                "persistence": accumulators,
+                "hour": hours,
+            }
+        )
+        self.windows += n
+        return n
+
+    def _read(
+        self, watermark: float | None, until: float
+    ) -> dict[str, tuple[list[float], dict[str, dict[float, Any]]]]:
+        """Per peer group: sorted sample times and, per LUN, its samples by time."""
+        index = stream_name("metrics", DISKIO_DATASET, self.ctx.namespace)
+        span = self.peer.downsample_s
+        rng: dict[str, Any] = {}
+        if watermark is not None:
+            rng["gt"] = int(watermark * 1000)
+        if math.isfinite(until):
+            rng["lte"] = int(until * 1000)
+        filters: list[Mapping[str, Any]] = [{"term": {"sysstat.disk.interval_s": span}}]
+        if rng:
+            rng["format"] = "epoch_millis"
+            filters.append({"range": {"@timestamp": rng}})
+        sort: list[Mapping[str, Any]] = [
+            {"@timestamp": "asc"},
+            {"host.name": "asc"},
+            {"system.diskio.name": "asc"},
+        ]
+        groups: dict[str, tuple[set[float], dict[str, dict[float, Any]]]] = {}
+        self.refresh(index)
+        for hit in self.hits(index, {"bool": {"filter": filters}}, sort):
+            src = hit["_source"]
+            host, device = src["host"]["name"], src["system"]["diskio"]["name"]
+            end_s = _epoch_s(src["@timestamp"])
+            group = group_of(host, device, self.peer.groups)
+            times, luns = groups.setdefault(group, (set(), defaultdict(dict)))
+            times.add(end_s)
+            luns[f"{host}/{device}"][end_s] = src["sysstat"]["disk"]
+        return {g: (sorted(t), luns) for g, (t, luns) in groups.items() if len(luns) >= 3}
+
+    def _detect(
+        self,
+        metric: str,
+        grid: Mapping[str, tuple[list[float], dict[str, dict[float, Any]]]],
+        detectors: dict[str, Any],
+    ) -> list[WindowResult]:
+        field_name = _SYSSTAT_FIELDS[metric_field(metric)[0]]
+        scale = metric_field(metric)[1]
+        assert self.thresholds is not None
+        out: list[WindowResult] = []
+        for group, (times, samples) in sorted(grid.items()):
+            key = f"{group}\x1f{metric}"
+            luns = tuple(sorted(samples))
+            saved = detectors.get(key)
+            det = None
+            if saved is not None and tuple(saved["luns"]) == luns:
+                det = PeerDetector.restore(group, metric, saved)
+            if det is None:
+                if saved is not None:
+                    log.info("peer group %s changed its LUNs: its comparison starts over", group)
+                try:
+                    threshold = self.thresholds.get(group, metric)
+                except KeyError as err:
+                    log.warning("%s", err.args[0])
+                    continue
+                det = PeerDetector(group, metric, luns, threshold, self.params)
+            values = np.zeros((len(luns), len(times)))
+            for row, lun in enumerate(luns):
+                for col, t in enumerate(times):
+                    s = samples[lun].get(t)
+                    if s is not None:
+                        values[row, col] = s[field_name] * scale
+            keep = np.asarray(times) > det.last_time_s
+            out += det.add(np.asarray(times)[keep], values[:, keep])
+            detectors[key] = det.state()
+        out.sort(key=lambda r: (r.end_s, r.group))
+        return out
+
+    def _emit_window(self, r: WindowResult, created: float) -> None:
+        span = r.end_s - r.start_s + self.peer.downsample_s
+        for i, lun in enumerate(r.luns):
+            host, device = lun.split("/", 1)
+            self.emit(
+                peer_anomaly_document(
+                    self.ctx,
+                    PeerVerdict(
+                        group=r.group,
+                        metric=r.metric,
+                        host=host,
+                        device=device,
+                        window_index=r.index,
+                        start_s=r.start_s,
+                        end_s=r.end_s,
+                        span_s=span,
+                        score=float(r.scores[i]),
+                        distance=float(r.majority_distances[i]),
+                        threshold=r.threshold,
+                        bins=r.bins,
+                        anomalous=lun in r.anomalous,
+                        faulty=lun in r.faulty,
+                    ),
+                    created,
+                )
+            )
+
+    def _emit_hour(self, metric: str, acc: Persistence, hour_end: float, created: float) -> None:
+        for rank, (name, value) in enumerate(acc.ranking(), start=1):
+            group, lun = name.split(":", 1)
+            host, device = lun.split("/", 1)
+            self.emit(
+                persistence_document(
+                    self.ctx,
+                    metric=metric,
+                    group=group,
+                    host=host,
+                    device=device,
+                    hour_end_s=hour_end,
+                    value=value,
+                    rank=rank,
+                    created_ms=created,
+                )
+            )
+
+
+_SYSSTAT_FIELDS = {
+    "tps": "tps",
+    "read_kb_per_s": "rkB_s",
+    "write_kb_per_s": "wkB_s",
+    "discard_kb_per_s": "dkB_s",
+    "areq_sz_kb": "areq_sz",
+    "aqu_sz": "aqu_sz",
+    "await_ms": "await",
+    "util_pct": "util",
+}
+"""DiskSample field -> its name under ``sysstat.disk`` in the diskio documents."""
+
+
+def _epoch_s(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
