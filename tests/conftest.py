@@ -7,6 +7,8 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from elasticsearch import Elasticsearch
@@ -128,7 +130,10 @@ SYNTH_GEN = ["--hosts", "4", "--luns", "6", "--luns-per-group", "12", "--interva
 SYNTH_FAULTS = ["fs001:dm-3:1.0:3.0:5:await", "fs002:dm-0:2.0:4.5:3:await"]
 
 
-def _synth(out: Path, hours: int, seed: int, faults: list[str]) -> dict[str, object]:
+def _synth(
+    out: Path, hours: int, seed: int, faults: list[str], layout: list[str] = SYNTH_GEN
+) -> dict[str, Any]:
+    """Run the generator: one ``sadf -d`` CSV per server and ``truth.json`` in ``out``."""
     import json
     import subprocess
     import sys
@@ -137,7 +142,7 @@ def _synth(out: Path, hours: int, seed: int, faults: list[str]) -> dict[str, obj
         sys.executable,
         str(SYNTH_SADF),
         str(out),
-        *SYNTH_GEN,
+        *layout,
         "--hours",
         str(hours),
         "--seed",
@@ -146,12 +151,31 @@ def _synth(out: Path, hours: int, seed: int, faults: list[str]) -> dict[str, obj
     for f in faults:
         args += ["--fault", f]
     subprocess.run(args, check=True, capture_output=True, timeout=300)
-    truth: dict[str, object] = json.loads((out / "truth.json").read_text())
+    truth: dict[str, Any] = json.loads((out / "truth.json").read_text())
     return truth
 
 
+def _groups_file(path: Path, truth: dict[str, Any]) -> Path:
+    """A ``--groups`` YAML file of the generator's peer groups."""
+    path.write_text(
+        "".join(
+            f'"{lun.replace("/", ":")}": "{g}"\n'
+            for g, luns in truth["peer_groups"].items()
+            for lun in luns
+        )
+    )
+    return path
+
+
 @pytest.fixture(scope="session")
-def synth_sysstat(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def synth_sadf() -> Any:
+    """``generate(out, hours, seed, faults, layout) -> truth`` with the real generator
+    (``../shared/tools/synth_sadf.py``), and ``groups_file(path, truth) -> path``."""
+    return SimpleNamespace(generate=_synth, groups_file=_groups_file)
+
+
+@pytest.fixture(scope="session")
+def synth_sysstat(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Generated ``sadf -d`` CSV of 4 servers x 6 LUNs in 2 peer groups of 12, 15 s samples:
     ``train`` (12 h fault-free), ``faulty`` (6 h, await faults ``SYNTH_FAULTS``), ``clean``
     (6 h fault-free), the generator's ``truth`` and a ``groups`` YAML file of the peer groups."""
@@ -159,12 +183,5 @@ def synth_sysstat(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]
     _synth(root / "train", 12, 11, [])
     truth = _synth(root / "faulty", 6, 12, SYNTH_FAULTS)
     _synth(root / "clean", 6, 13, [])
-    groups = root / "groups.yaml"
-    peer_groups = truth["peer_groups"]
-    assert isinstance(peer_groups, dict)
-    groups.write_text(
-        "".join(
-            f'"{lun.replace("/", ":")}": "{g}"\n' for g, luns in peer_groups.items() for lun in luns
-        )
-    )
+    groups = _groups_file(root / "groups.yaml", truth)
     return {"root": root, "truth": truth, "groups": groups}

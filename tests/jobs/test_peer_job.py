@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +20,6 @@ from pipeline.sink.search import iter_hits, refresh
 
 pytestmark = pytest.mark.integration
 
-SYNTH = Path(__file__).resolve().parents[3] / "shared" / "tools" / "synth_sadf.py"
-
 
 @pytest.fixture
 def client(es_url: str) -> Iterator[Elasticsearch]:
@@ -36,39 +32,14 @@ SMALL = ["--hosts", "4", "--luns", "3", "--luns-per-group", "6", "--interval", "
 FAULT = "fs001:dm-1:1.0:2.5:5:await"
 
 
-def generate(out: Path, hours: int, seed: int, *faults: str) -> dict[str, Any]:
-    args = [
-        sys.executable,
-        str(SYNTH),
-        str(out),
-        *SMALL,
-        "--hours",
-        str(hours),
-        "--seed",
-        str(seed),
-    ]
-    for f in faults:
-        args += ["--fault", f]
-    subprocess.run(args, check=True, capture_output=True, timeout=300)
-    truth: dict[str, Any] = json.loads((out / "truth.json").read_text())
-    return truth
-
-
 @pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def synth(tmp_path_factory: pytest.TempPathFactory, synth_sadf: Any) -> dict[str, Any]:
     """4 servers x 3 LUNs in 2 peer groups of 6, 15 s samples: 6 h fault-free for training and
     4 h with one await fault (fs001/dm-1, 01:00-02:30)."""
     root = tmp_path_factory.mktemp("peer")
-    generate(root / "train", 6, 21)
-    truth = generate(root / "faulty", 4, 22, FAULT)
-    groups = root / "groups.yaml"
-    groups.write_text(
-        "".join(
-            f'"{lun.replace("/", ":")}": "{g}"\n'
-            for g, luns in truth["peer_groups"].items()
-            for lun in luns
-        )
-    )
+    synth_sadf.generate(root / "train", 6, 21, [], SMALL)
+    truth = synth_sadf.generate(root / "faulty", 4, 22, [FAULT], SMALL)
+    groups = synth_sadf.groups_file(root / "groups.yaml", truth)
     return {"root": root, "truth": truth, "groups": groups}
 
 
