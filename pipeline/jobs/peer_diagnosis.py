@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import ConfigError
+from pipeline.jobs.peer_fast import SampleColumns, Unsupported, by_lun, downsample_files
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.sysstat import parse_sadf_csv, parse_sadf_json
 from pipeline.records import DiskSample, RestartMark
@@ -102,7 +103,23 @@ class Recording:
 
 def load(paths: Iterable[Path], interval_s: float) -> Recording:
     """Read and downsample every file; full intervals only (a partial interval cut by a restart
-    or a gap is left out of peer comparison)."""
+    or a gap is left out of peer comparison).
+
+    ``sadf -d`` CSV files go through the columnar reader (:mod:`pipeline.jobs.peer_fast`), which
+    gives the same samples without a Python object per line; when it does not take a file (JSON,
+    sadc binary, a bad line, ...), every file is read line by line (:func:`load_lines`).
+    """
+    paths = list(paths)
+    try:
+        ds = downsample_files(paths, interval_s)
+    except Unsupported as err:
+        log.info("line-by-line reading: %s", err)
+        return load_lines(paths, interval_s)
+    return Recording(by_lun(ds, interval_s), interval_s, 0)
+
+
+def load_lines(paths: Iterable[Path], interval_s: float) -> Recording:
+    """:func:`load` through the per-line parsers and the streaming downsampler."""
     records: list[DiskSample | RestartMark] = []
     bad = 0
     for p in paths:
@@ -143,26 +160,64 @@ def series(
             log.warning("peer group %s has %s LUN(s); at least 3 are needed", group, len(luns))
             continue
         luns.sort()
-        times = sorted(
-            {
-                s.end_s
-                for lun in luns
-                for s in rec.samples[lun]
-                if (since_s is None or s.end_s > since_s)
-                and (until_s is None or s.end_s <= until_s)
-            }
-        )
-        if not times:
+        block = _block(rec, luns, field, scale, since_s, until_s)
+        if block is None:
             continue
-        index = {t: i for i, t in enumerate(times)}
-        values = np.zeros((len(luns), len(times)), dtype=np.float64)
-        for row, lun in enumerate(luns):
-            for s in rec.samples[lun]:
-                col = index.get(s.end_s)
-                if col is not None:
-                    values[row, col] = getattr(s, field) * scale
-        out.append(PeerSeries(group, metric, tuple(luns), np.array(times), values))
+        out.append(PeerSeries(group, metric, tuple(luns), *block))
     return out
+
+
+def _block(
+    rec: Recording,
+    luns: Sequence[str],
+    field: str,
+    scale: float,
+    since_s: float | None,
+    until_s: float | None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(times, values)`` of a group on its grid, or None without a time in range."""
+    columns = [rec.samples[lun] for lun in luns]
+    if all(isinstance(c, SampleColumns) for c in columns):
+        return _columnar_block(
+            [c for c in columns if isinstance(c, SampleColumns)], field, scale, since_s, until_s
+        )
+    times = sorted(
+        {
+            s.end_s
+            for lun in luns
+            for s in rec.samples[lun]
+            if (since_s is None or s.end_s > since_s) and (until_s is None or s.end_s <= until_s)
+        }
+    )
+    if not times:
+        return None
+    index = {t: i for i, t in enumerate(times)}
+    values = np.zeros((len(luns), len(times)), dtype=np.float64)
+    for row, lun in enumerate(luns):
+        for s in rec.samples[lun]:
+            col = index.get(s.end_s)
+            if col is not None:
+                values[row, col] = getattr(s, field) * scale
+    return np.array(times), values
+
+
+def _columnar_block(
+    columns: Sequence[SampleColumns],
+    field: str,
+    scale: float,
+    since_s: float | None,
+    until_s: float | None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    lo = -np.inf if since_s is None else since_s
+    hi = np.inf if until_s is None else until_s
+    masks = [(c.end_s > lo) & (c.end_s <= hi) for c in columns]
+    times = np.unique(np.concatenate([c.end_s[m] for c, m in zip(columns, masks, strict=True)]))
+    if len(times) == 0:
+        return None
+    values = np.zeros((len(columns), len(times)), dtype=np.float64)
+    for row, (c, m) in enumerate(zip(columns, masks, strict=True)):
+        values[row, np.searchsorted(times, c.end_s[m])] = c.column(field)[m] * scale
+    return times, values
 
 
 def train(
