@@ -212,11 +212,11 @@ class Reader:
         dtype[header.width] = "category"
         dtype[i_interval] = np.int64
         # pandas cannot size the columns of a block of short rows only (restarts, comments):
-        # a dummy full row, dropped after parsing, lets it
+        # a dummy first row one column longer than the header, dropped after parsing, lets it
         dummy = ";".join(["\x00", "1", "0", *["0"] * (header.width - 2)]).encode() + b"\n"
         try:
             df = pd.read_csv(
-                io.BytesIO(block + dummy),
+                io.BytesIO(dummy + block),
                 sep=";",
                 header=None,
                 names=list(range(header.width + 1)),
@@ -226,7 +226,7 @@ class Reader:
                 quoting=csv.QUOTE_NONE,
                 engine="c",
                 skip_blank_lines=True,
-            ).iloc[:-1]
+            ).iloc[1:]
         except (ValueError, pd.errors.ParserError) as err:
             raise Unsupported(f"{path}: {err}") from None
         for i in (i_host, i_time, i_dev):
