@@ -190,7 +190,12 @@ def stage_ingest(root: Path) -> dict[str, Any]:
     np.save(out / "lun.npy", ds.lun[full])
     np.save(out / "end_s.npy", ds.end_s[full])
     np.save(out / "interval_s.npy", ds.interval_s[full])
-    np.save(out / "values.npy", np.asfortranarray(ds.values[full]))
+    # (8, n) on disk, written a column at a time; read back as its (n, 8) transpose
+    values = np.lib.format.open_memmap(out / "values.npy", "w+", np.float64, (8, int(full.sum())))
+    for k in range(8):
+        values[k] = ds.values[full, k]
+    values.flush()
+    del values
     (out / "luns.json").write_text(json.dumps(ds.luns))
     rows = sum(p.stat().st_size for p in files)
     return {"samples_out": int(full.sum()), "partial": int((~full).sum()), "bytes": rows}
@@ -206,7 +211,7 @@ def recording(root: Path) -> Any:
         np.load(d / "lun.npy", mmap_mode="r"),
         np.load(d / "end_s.npy", mmap_mode="r"),
         np.load(d / "interval_s.npy", mmap_mode="r"),
-        np.load(d / "values.npy", mmap_mode="r"),
+        np.load(d / "values.npy", mmap_mode="r").T,
     )
     return Recording(by_lun(ds, 15.0), 15.0, 0)
 

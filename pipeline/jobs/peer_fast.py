@@ -64,8 +64,8 @@ FIELDS: tuple[str, ...] = (
 )
 """DiskSample metric fields, in the order of the value columns here."""
 
-DEFAULT_BLOCK_BYTES = 32 << 20
-"""Bytes of CSV parsed at a time (about 400,000 rows; bounds memory, not results)."""
+DEFAULT_BLOCK_BYTES = 8 << 20
+"""Bytes of CSV parsed at a time (about 100,000 rows; bounds memory, not results)."""
 
 
 class Unsupported(Exception):
@@ -112,6 +112,10 @@ class Rows:
             self.values[idx],
             self.epoch[idx],
         )
+
+
+def _empty_samples() -> tuple[I64, F64, F64, F64]:
+    return np.empty(0, np.int64), np.empty(0), np.empty(0), np.empty((0, len(FIELDS)))
 
 
 def _empty_rows() -> Rows:
@@ -454,7 +458,7 @@ class ColumnarDownsampler:
         # is a boundary too and the sums at even positions are the runs'
         bounds = np.stack([starts, last + 1], axis=1).ravel()
         sums = np.add.reduceat(amounts, bounds, axis=0)[::2]
-        t, n = sums[:, 0], sums[:, 1]
+        t, n = sums[:, 0].copy(), sums[:, 1]  # a copy: a view would keep all of sums alive
         safe_n = np.where(n > 0, n, 1.0)
         out = np.empty((len(starts), len(FIELDS)))
         out[:, 0] = n / t
@@ -472,20 +476,25 @@ class ColumnarDownsampler:
         """Close every open interval (partial ones end at their last source end)."""
         if len(self._carry.lun):
             self.add(_empty_rows(), [-1] * (int(self._carry.host.max()) + 1))
-        lun = np.concatenate([o[0] for o in self._out]) if self._out else np.empty(0, np.int64)
-        end = np.concatenate([o[1] for o in self._out]) if self._out else np.empty(0)
+        pieces, self._out = self._out, []
+        if not pieces:
+            return Downsampled(luns, *_empty_samples())
+        lun = np.concatenate([o[0] for o in pieces])
+        end = np.concatenate([o[1] for o in pieces])
         order = np.lexsort((end, lun))
-        result = Downsampled(
-            luns,
-            lun[order],
-            end[order],
-            np.concatenate([o[2] for o in self._out])[order] if self._out else np.empty(0),
-            np.concatenate([o[3] for o in self._out])[order]
-            if self._out
-            else np.empty((0, len(FIELDS))),
-        )
-        self._out = []
-        return result
+        dest = np.empty_like(order)
+        dest[order] = np.arange(len(order))
+        # each piece goes straight to its sorted rows and is dropped: memory stays ~1x output
+        interval = np.empty(len(order))
+        values = np.empty((len(order), len(FIELDS)), order="F")
+        at = 0
+        while pieces:
+            _, _, dt, v = pieces.pop(0)
+            rows = dest[at : at + len(dt)]
+            interval[rows] = dt
+            values[rows] = v
+            at += len(dt)
+        return Downsampled(luns, lun[order], end[order], interval, values)
 
 
 def downsample_files(
@@ -561,9 +570,10 @@ def by_lun(
 ) -> dict[str, SampleColumns]:
     """``{"host/device": SampleColumns}``; with ``full_only``, full target intervals only."""
     keep = np.abs(ds.interval_s - interval_s) <= 1e-6 * interval_s
-    if not full_only:
-        keep[:] = True
-    lun, end, dt, values = ds.lun[keep], ds.end_s[keep], ds.interval_s[keep], ds.values[keep]
+    if not full_only or keep.all():  # no copy (the arrays may be memory-mapped)
+        lun, end, dt, values = ds.lun, ds.end_s, ds.interval_s, ds.values
+    else:
+        lun, end, dt, values = ds.lun[keep], ds.end_s[keep], ds.interval_s[keep], ds.values[keep]
     cuts = np.flatnonzero(np.diff(lun)) + 1
     starts = np.r_[0, cuts] if len(lun) else np.empty(0, np.int64)
     stops = np.r_[cuts, len(lun)] if len(lun) else np.empty(0, np.int64)
