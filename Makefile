@@ -43,6 +43,7 @@ stop: $(STAMP)
 
 bench: $(STAMP) sysdeps
 	$(BIN)/python bench/fio_hist.py
+	$(BIN)/python bench/peer_diagnosis.py
 
 clean: stop
 	rm -rf var
