@@ -182,7 +182,7 @@ class PeerJob:
             times, luns = groups.setdefault(group, (set(), defaultdict(dict)))
             times.add(end_s)
             luns[f"{host}/{device}"][end_s] = src["sysstat"]["disk"]
-        return {g: (sorted(t), luns) for g, (t, luns) in groups.items() if len(luns) >= 3}
+        return {g: (sorted(t), luns) for g, (t, luns) in groups.items()}
 
     def _detect(
         self,
@@ -196,14 +196,18 @@ class PeerJob:
         out: list[WindowResult] = []
         for group, (times, samples) in sorted(grid.items()):
             key = f"{group}\x1f{metric}"
-            luns = tuple(sorted(samples))
             saved = detectors.get(key)
+            known = set(saved["luns"]) if saved is not None else set()
             det = None
-            if saved is not None and tuple(saved["luns"]) == luns:
+            if saved is not None and set(samples) <= known:
+                # a LUN without a sample in this batch counts as idle, as in the offline path
                 det = PeerDetector.restore(group, metric, saved)
+            luns = det.luns if det is not None else tuple(sorted(known | set(samples)))
             if det is None:
+                if len(luns) < 3:
+                    continue
                 if saved is not None:
-                    log.info("peer group %s changed its LUNs: its comparison starts over", group)
+                    log.info("peer group %s has new LUNs: its comparison starts over", group)
                 try:
                     threshold = self.thresholds.get(group, metric)
                 except KeyError as err:
@@ -213,7 +217,7 @@ class PeerJob:
             values = np.zeros((len(luns), len(times)))
             for row, lun in enumerate(luns):
                 for col, t in enumerate(times):
-                    s = samples[lun].get(t)
+                    s = samples.get(lun, {}).get(t)
                     if s is not None:
                         values[row, col] = s[field_name] * scale
             keep = np.asarray(times) > det.last_time_s

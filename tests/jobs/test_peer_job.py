@@ -195,3 +195,70 @@ def test_state_carries_the_comparison_across_runs(
             fh.write(b"".join(rest))
     run_once(split_settings, client)
     assert verdicts(client, split_ns) == verdicts(client, whole_ns)
+
+
+def test_a_lun_missing_from_a_batch_does_not_restart_the_comparison() -> None:
+    """Between runs, a group whose LUNs are all known continues (a LUN without samples in the
+    batch counts as idle); only a new LUN restarts the group's comparison."""
+    from pipeline.jobs.peer_job import PeerJob
+    from pipeline.reducers.peer import PeerParams, ThresholdEntry, Thresholds
+    from pipeline.settings import PeerSettings
+    from pipeline.sink.documents import DocContext, iso_ms
+
+    luns = [("fs000", "dm-0"), ("fs000", "dm-1"), ("fs001", "dm-0"), ("fs001", "dm-1")]
+    docs: list[Any] = []
+    for i in range(200):
+        t = 1767225600 + 15 * (i + 1)
+        for host, dev in luns:
+            docs.append(
+                {
+                    "_source": {
+                        "@timestamp": iso_ms(t * 1000),
+                        "host": {"name": host},
+                        "system": {"diskio": {"name": dev}},
+                        "sysstat": {"disk": {"await": 1.0 + (i % 7) * 0.1, "tps": 10.0}},
+                    }
+                }
+            )
+    state: dict[str, Any] = {}
+    params = PeerParams()
+    thresholds = Thresholds((ThresholdEntry("g", "await", 5.0, 1),), params, 0.0, 1.0)
+    job = PeerJob(
+        hits=lambda index, q, s: [d for d in docs if _before(d, q)],
+        emit=lambda d: None,
+        settle=lambda: True,
+        peer=PeerSettings(groups={"*": "g"}, settle_s=0),
+        thresholds=thresholds,
+        ctx=DocContext("t", "a"),
+        lease=lambda: True,
+        load_state=lambda: state.get("s"),
+        save_state=lambda s: state.update(s=dict(s)),
+    )
+    assert job.run(force=True) > 0
+    seen = state["s"]["detectors"]["g\x1fawait"]["sm_seen"]
+    docs.append(
+        {
+            "_source": {  # nothing new for fs001/dm-1 in the next batch
+                "@timestamp": iso_ms((1767225600 + 15 * 201) * 1000),
+                "host": {"name": "fs000"},
+                "system": {"diskio": {"name": "dm-0"}},
+                "sysstat": {"disk": {"await": 1.0, "tps": 1}},
+            }
+        }
+    )
+    job.run(force=True)
+    # the detector went on by one sample (a restart would hold no smoothed sample yet)
+    assert state["s"]["detectors"]["g\x1fawait"]["sm_seen"] == seen + 1
+    assert state["s"]["detectors"]["g\x1fawait"]["luns"] == [f"{h}/{d}" for h, d in luns]
+
+
+def _before(doc: dict[str, Any], query: Any) -> bool:
+    """The watermark filter of the job's query, applied to a fake document."""
+    from datetime import datetime
+
+    t = datetime.fromisoformat(doc["_source"]["@timestamp"].replace("Z", "+00:00")).timestamp()
+    for f in query["bool"]["filter"]:
+        rng = f.get("range", {}).get("@timestamp")
+        if rng and "gt" in rng and not t * 1000 > rng["gt"]:
+            return False
+    return True
