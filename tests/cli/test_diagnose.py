@@ -21,6 +21,14 @@ def synth(synth_sysstat: dict[str, Any]) -> dict[str, Any]:
     return synth_sysstat
 
 
+def trained(synth: dict[str, Any], tmp_path: Path) -> Path:
+    """Thresholds (await) trained on the fault-free ``train`` recording."""
+    out = tmp_path / "thr.json"
+    files = sorted((synth["root"] / "train").glob("*.csv"))
+    assert main(["train", "--groups", str(synth["groups"]), "-o", str(out), *map(str, files)]) == 0
+    return out
+
+
 def run_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict[str, Any]]:
     capsys.readouterr()
     assert main([*args, "--json"]) == 0
@@ -31,20 +39,7 @@ def test_generated_await_faults_are_indicted_and_nothing_else(
     synth: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, groups = synth["root"], str(synth["groups"])
-    thresholds = tmp_path / "thr.json"
-    assert (
-        main(
-            [
-                "train",
-                "--groups",
-                groups,
-                "-o",
-                str(thresholds),
-                *map(str, sorted((root / "train").glob("*.csv"))),
-            ]
-        )
-        == 0
-    )
+    thresholds = trained(synth, tmp_path)
     stored = json.loads(thresholds.read_text())
     assert (stored["format"], stored["version"]) == ("iolens.peer_thresholds", 1)
 
@@ -92,20 +87,7 @@ def test_fault_free_recording_indicts_nothing(
     synth: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, groups = synth["root"], str(synth["groups"])
-    thresholds = tmp_path / "thr.json"
-    assert (
-        main(
-            [
-                "train",
-                "--groups",
-                groups,
-                "-o",
-                str(thresholds),
-                *map(str, sorted((root / "train").glob("*.csv"))),
-            ]
-        )
-        == 0
-    )
+    thresholds = trained(synth, tmp_path)
     windows = run_json(
         capsys,
         [
