@@ -153,6 +153,7 @@ class MainJob:
             save_state=store.save,
             clock=clock,
             refresh=lambda index: refresh(self.client, index),
+            sysstat_drops=any(d.type != "fio-hist" for d in settings.drops),
         )
 
     def _settle(self) -> bool:

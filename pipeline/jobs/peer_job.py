@@ -71,6 +71,7 @@ class PeerJob:
         load_state / save_state: the job's durable state (Elasticsearch ``iolens-state``).
         clock: wall-clock seconds.
         refresh: makes a data stream's recent writes searchable.
+        sysstat_drops: this instance ships sysstat data (say once that thresholds are missing).
     """
 
     hits: Hits
@@ -84,6 +85,7 @@ class PeerJob:
     save_state: Callable[[Mapping[str, Any]], None]
     clock: Callable[[], float] = time.time
     refresh: Callable[[str], None] = lambda index: None
+    sysstat_drops: bool = True
     windows: int = 0
     _warned: bool = field(default=False, repr=False)
 
@@ -100,7 +102,8 @@ class PeerJob:
         """
         if self.thresholds is None:
             if not self._warned:
-                log.warning("peer comparison waits for thresholds: run iolens train")
+                level = logging.WARNING if self.sysstat_drops else logging.DEBUG
+                log.log(level, "peer comparison waits for thresholds: run iolens train")
                 self._warned = True
             return 0
         try:

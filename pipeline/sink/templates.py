@@ -173,5 +173,5 @@ def install(
             "index lifecycle is not managed and retention must be handled by hand"
         )
     for msg in messages:
-        log.info("%s", msg)
+        log.debug("%s", msg)
     return messages
