@@ -421,7 +421,7 @@ FAULTS = ("fs001:dm-2:1.0:2.5:5:await", "fs002:dm-0:3.0:4.0:3:await", "fs003:dm-
 def synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Synth, Synth]:
     """A fault-free 12 h training day and a 6 h test period with three injected faults."""
     if not SYNTH.exists():
-        pytest.skip(f"{SYNTH} not present")
+        pytest.fail(f"{SYNTH} is missing: the tests need ../shared beside the repository")
     base = tmp_path_factory.mktemp("synth")
     train = run_synth(base / "train", "--hours", "12", "--seed", "11")
     fault_args = [a for f in FAULTS for a in ("--fault", f)]
@@ -503,7 +503,7 @@ def test_real_slow_lun_recording() -> None:
     after onset loop4 is separated by more bins (29, 56, then 4 when 25 % of the pooled values
     sit at 10 ms and the IQR jumps, distance 3) and still exceeds it."""
     if not FUSE_CSV.exists():
-        pytest.skip(f"{FUSE_CSV} not present")
+        pytest.fail(f"{FUSE_CSV} is missing: the tests need ../shared beside the repository")
     s = load_fuse_await()
     p = PeerParams(ma_width=1, win_size=4, win_shift=2, k=3)
     onset = 7
