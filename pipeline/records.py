@@ -131,3 +131,16 @@ class RestartMark:
 
     host: str
     end_s: float
+
+
+DISK_METRICS: tuple[str, ...] = (
+    "tps",
+    "read_kb_per_s",
+    "write_kb_per_s",
+    "discard_kb_per_s",
+    "areq_sz_kb",
+    "aqu_sz",
+    "await_ms",
+    "util_pct",
+)
+"""The metric fields of :class:`DiskSample`, in declaration order."""

@@ -41,6 +41,12 @@ def es_client(es_url: str) -> Iterator[Elasticsearch]:
         client.close()
 
 
+@pytest.fixture
+def client(es_client: Elasticsearch) -> Elasticsearch:
+    """The session server's client under the name the pipeline tests use."""
+    return es_client
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_threads() -> Iterator[None]:
     """Fail the test if it leaves a non-daemon thread running.

@@ -45,23 +45,14 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.sysstat import COMMENT, RESTART, SadfHeader
-from pipeline.records import DiskSample
+from pipeline.records import DISK_METRICS, DiskSample
 from pipeline.reducers.downsample import DEFAULT_MAX_GAP_INTERVALS
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
 
-FIELDS: tuple[str, ...] = (
-    "tps",
-    "read_kb_per_s",
-    "write_kb_per_s",
-    "discard_kb_per_s",
-    "areq_sz_kb",
-    "aqu_sz",
-    "await_ms",
-    "util_pct",
-)
+FIELDS = DISK_METRICS
 """DiskSample metric fields, in the order of the value columns here."""
 
 DEFAULT_BLOCK_BYTES = 8 << 20

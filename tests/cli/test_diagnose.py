@@ -29,6 +29,15 @@ def trained(synth: dict[str, Any], tmp_path: Path) -> Path:
     return out
 
 
+def diagnosed(
+    capsys: pytest.CaptureFixture[str], synth: dict[str, Any], thresholds: Path, part: str
+) -> list[dict[str, Any]]:
+    """``iolens diagnose --json`` of one generated recording (train, faulty or clean)."""
+    files = sorted((synth["root"] / part).glob("*.csv"))
+    args = ["diagnose", "--groups", str(synth["groups"]), "--thresholds", str(thresholds)]
+    return run_json(capsys, [*args, *map(str, files)])
+
+
 def run_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict[str, Any]]:
     capsys.readouterr()
     assert main([*args, "--json"]) == 0
@@ -38,22 +47,11 @@ def run_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[dict[s
 def test_generated_await_faults_are_indicted_and_nothing_else(
     synth: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root, groups = synth["root"], str(synth["groups"])
     thresholds = trained(synth, tmp_path)
     stored = json.loads(thresholds.read_text())
     assert (stored["format"], stored["version"]) == ("iolens.peer_thresholds", 1)
 
-    windows = run_json(
-        capsys,
-        [
-            "diagnose",
-            "--groups",
-            groups,
-            "--thresholds",
-            str(thresholds),
-            *map(str, sorted((root / "faulty").glob("*.csv"))),
-        ],
-    )
+    windows = diagnosed(capsys, synth, thresholds, "faulty")
     first: dict[str, float] = {}
     for w in windows:
         assert set(w) == {
@@ -86,19 +84,8 @@ def test_generated_await_faults_are_indicted_and_nothing_else(
 def test_fault_free_recording_indicts_nothing(
     synth: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root, groups = synth["root"], str(synth["groups"])
     thresholds = trained(synth, tmp_path)
-    windows = run_json(
-        capsys,
-        [
-            "diagnose",
-            "--groups",
-            groups,
-            "--thresholds",
-            str(thresholds),
-            *map(str, sorted((root / "clean").glob("*.csv"))),
-        ],
-    )
+    windows = diagnosed(capsys, synth, thresholds, "clean")
     assert len(windows) > 40
     assert not [w for w in windows if w["faulty"]]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +59,6 @@ def run_once(settings: Settings, client: Elasticsearch, **kw: Any) -> RunSummary
         return job.run_once()
     finally:
         job.close()
-
-
-@pytest.fixture
-def client(es_url: str) -> Iterator[Elasticsearch]:
-    c = Elasticsearch(es_url)
-    yield c
-    c.close()
 
 
 def count(client: Elasticsearch, stream: str, ns: str, query: dict | None = None) -> int:

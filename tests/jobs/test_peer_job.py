@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,6 @@ from pipeline.settings import Settings, settings_from_mapping
 from pipeline.sink.search import iter_hits, refresh
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def client(es_url: str) -> Iterator[Elasticsearch]:
-    c = Elasticsearch(es_url)
-    yield c
-    c.close()
 
 
 SMALL = ["--hosts", "4", "--luns", "3", "--luns-per-group", "6", "--interval", "15"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,6 @@ SYSSTAT = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"
 RECORDING = SYSSTAT / "exp_ds2_1s_sadf_d.csv"  # 240 s x 6 devices, 1 s samples
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def client(es_url: str) -> Iterator[Elasticsearch]:
-    c = Elasticsearch(es_url)
-    yield c
-    c.close()
 
 
 def make_settings(es_url: str, drop: Path, state: Path, ns: str, kind: str) -> Settings:

@@ -21,20 +21,11 @@ from hypothesis import strategies as st
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.sysstat import parse_sadf_csv
-from pipeline.records import DiskSample, RestartMark
+from pipeline.records import DISK_METRICS, DiskSample, RestartMark
 from pipeline.reducers.downsample import DiskAmounts, Downsampler, downsample
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"
-METRICS = (
-    "tps",
-    "read_kb_per_s",
-    "write_kb_per_s",
-    "discard_kb_per_s",
-    "areq_sz_kb",
-    "aqu_sz",
-    "await_ms",
-    "util_pct",
-)
+METRICS = DISK_METRICS
 T0 = 1795320855.0  # 2026-11-22 04:14:15 UTC, on the 15 s grid
 
 
