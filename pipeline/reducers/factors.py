@@ -1,0 +1,79 @@
+"""IOMiner's five contributing factors of poor I/O bandwidth, per file and per job.
+
+Seed 004, section II-D: Small, Non-consec, Coll, OST# and Proc/OST. Per-file values are
+computed from one file's counters in one direction (``read``, ``write`` or ``both``); a job's
+value is the mean over its critical files weighted by exclusive time
+(:func:`pipeline.reducers.sweep.weighted_factor`, Equation 2), except OST#, which counts the
+distinct OSTs of all the job's files.
+
+Definitions (reference/darshan-iominer.md 2.2, 2.3):
+
+* ``small``: share of requests of at most 1 MiB (Darshan's size bins up to ``100K_1M``; the
+  Lustre stripe size, so such a request touches part of one stripe); ``small_1k`` is IOMiner's
+  own cut (< 1 KiB, the ``0_100`` and ``100_1K`` bins).
+* ``non_consec``: ``1 - CONSEC / ops``. Darshan counts a rank's first access to a file as
+  neither consecutive nor sequential, so a one-request file is 100 % non-consecutive.
+* ``coll``: 1 when the file saw any collective MPI-IO operation in the direction, else 0.
+* ``proc_per_ost``: processes accessing the file divided by its stripe count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+Direction = Literal["read", "write", "both"]
+
+FACTORS: tuple[str, ...] = ("small", "small_1k", "non_consec", "coll", "ost_count", "proc_per_ost")
+"""Factor names in the order IOMiner's tables print them (plus IOMiner's own < 1 KiB cut)."""
+
+
+def _ops(c: Mapping[str, float | int | None], stem: str, direction: Direction) -> float:
+    """``{stem}_reads`` and/or ``{stem}_writes`` (``stem`` '' gives ``reads``/``writes``)."""
+    pre = f"{stem}_" if stem else ""
+    names = {"read": ("reads",), "write": ("writes",), "both": ("reads", "writes")}[direction]
+    return float(sum((c.get(pre + n) or 0) for n in names))
+
+
+@dataclass(frozen=True)
+class FileFactors:
+    """The per-file factors of one direction; None where undefined (no requests, no stripes)."""
+
+    small: float | None
+    small_1k: float | None
+    non_consec: float | None
+    coll: float | None
+    proc_per_ost: float | None
+
+
+def file_factors(c: Mapping[str, float | int | None], direction: Direction) -> FileFactors:
+    """Factors of one file from its aggregated counters.
+
+    Args:
+        c: the file's values by the names of the ``darshan.file`` table: ``reads``, ``writes``,
+            ``small_reads``, ``small_writes``, ``small_1k_reads``, ``small_1k_writes``,
+            ``consec_reads``, ``consec_writes``, ``coll_reads``, ``coll_writes`` (counts),
+            ``nprocs`` and ``stripe_count`` (None or 0 when not on Lustre).
+        direction: ``read``, ``write`` or ``both``.
+
+    Returns:
+        :class:`FileFactors`; the request shares are None when the file has no requests in the
+        direction or no CONSEC counters (STDIO: ``consec_reads``/``consec_writes`` None),
+        ``proc_per_ost`` is None without a stripe count.
+    """
+    ops = _ops(c, "", direction)
+    stripes = c.get("stripe_count") or 0
+    procs = c.get("nprocs") or 0
+    ppo = float(procs) / float(stripes) if stripes and procs else None
+    if ops <= 0:
+        return FileFactors(None, None, None, None, ppo)
+    # STDIO records have no size histogram nor CONSEC counters: their shares stay undefined.
+    counted = c.get("consec_reads") is not None or c.get("consec_writes") is not None
+    return FileFactors(
+        small=_ops(c, "small", direction) / ops if counted else None,
+        small_1k=_ops(c, "small_1k", direction) / ops if counted else None,
+        non_consec=max(0.0, 1.0 - _ops(c, "consec", direction) / ops) if counted else None,
+        coll=1.0 if _ops(c, "coll", direction) > 0 else 0.0,
+        proc_per_ost=ppo,
+    )
