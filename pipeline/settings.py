@@ -59,12 +59,15 @@ class EmbeddedSettings(_Frozen):
     start_timeout_s: float = Field(20.0, gt=0, description="How long to wait for it to answer.")
 
 
-DropType = Literal["fio-hist", "sadf", "sadc"]
+DropType = Literal["fio-hist", "sadf", "sadc", "darshan", "slurm", "lmt"]
 
 DEFAULT_PATTERNS: dict[str, str] = {
     "fio-hist": "*_clat_hist.*.log*",
     "sadf": "*",
     "sadc": "*",
+    "darshan": "*.darshan",
+    "slurm": "*",
+    "lmt": "*.csv",
 }
 
 
@@ -74,13 +77,16 @@ class DropSettings(_Frozen):
     type: DropType = Field(
         description="Input format of the files dropped here: fio-hist (fio histogram logs), "
         "sadf (sadf -d CSV, tailed, or sadf -j JSON), sadc (sadc binary activity files, read "
-        "whole through sadf on this host)."
+        "whole through sadf on this host), darshan (Darshan binary logs, or darshan-parser "
+        "text dumps named *.txt, read whole once stable), slurm (sacct --parsable2 output, "
+        "tailed), lmt (LMT per-OST CSV exports with cumulative counters, tailed)."
     )
     path: str = Field(description="Directory to watch (recursively).")
     pattern: str | None = Field(
         None,
         description="Glob of file names to read; default *_clat_hist.*.log* for fio-hist, "
-        "every file for sadf and sadc.",
+        "*.darshan for darshan (Darshan renames *.darshan_partial when the log is complete), "
+        "*.csv for lmt, every file for sadf, sadc and slurm.",
     )
     host: str | None = Field(
         None,
@@ -186,6 +192,45 @@ class PeerSettings(_Frozen):
     )
 
 
+class DarshanSettings(_Frozen):
+    """Darshan job logs: reading, and the root-cause analysis of low-bandwidth jobs (seed 004)."""
+
+    workers: int = Field(
+        0,
+        ge=0,
+        description="Processes reading and analysing logs in parallel; 0 = one per CPU.",
+    )
+    stable_s: float = Field(
+        5.0,
+        ge=0,
+        description="A log is read once its size and modification time have not changed for "
+        "this long (Darshan writes a log once, at the end of the job).",
+    )
+    min_nprocs: int = Field(
+        1000, ge=0, description="Low-bandwidth jobs: more processes than this (seed: 1,000)..."
+    )
+    min_bytes_per_proc: float = Field(
+        10 * 2**20,
+        ge=0,
+        description="...at least this many bytes per process in the direction (seed: 10 MB)...",
+    )
+    max_bytes_per_s: float = Field(
+        2**30,
+        gt=0,
+        description="...and a critical-path bandwidth below this, bytes/s (seed: 1 GB/s).",
+    )
+    lmt_fs: str | None = Field(
+        None,
+        description="File system name (lmt.ost.fs) whose LMT load the diagnosis compares; "
+        "default: any.",
+    )
+    ost_luns: Mapping[str, str] = Field(
+        default_factory=dict,
+        description="OST index -> LUN 'host/device' in the peer comparison, so that a "
+        "critical file's OST can be matched with peer-anomaly results.",
+    )
+
+
 class SinkSettings(_Frozen):
     """Bulk indexing, retries, spool and dead letters."""
 
@@ -213,6 +258,7 @@ class Settings(_Frozen):
     shipper: ShipperSettings = Field(default_factory=ShipperSettings)
     fio: FioSettings = Field(default_factory=FioSettings)
     peer: PeerSettings = Field(default_factory=PeerSettings)
+    darshan: DarshanSettings = Field(default_factory=DarshanSettings)
     sink: SinkSettings = Field(default_factory=SinkSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 

@@ -1,0 +1,694 @@
+"""One Darshan log -> IOMiner's job row, file rows, critical path and contributing factors.
+
+Seed 004: section II-B (the job and file tables), III-C..E (the first-order metrics: read
+ratio, sequential ratio, file-sharing pattern, interface) and II-D (bandwidth on the critical
+path, critical files, exclusive times, the five factors). Counter names and conventions are
+those of reference/darshan-iominer.md 2.2; the choices made where the paper is silent are
+documented on each function.
+
+Everything is vectorised over records with numpy (no DataFrames): a log of a few thousand
+records is analysed in a few milliseconds, far less than pydarshan takes to read it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pipeline.parsers.darshan import (
+    INTERFACE_MODULES,
+    STD_STREAM_IDS,
+    STD_STREAM_NAMES,
+    DarshanLog,
+    ModuleTable,
+)
+from pipeline.reducers.factors import Direction, file_factors
+from pipeline.reducers.sweep import CoveringSet, covering_set, weighted_factor
+
+F64 = npt.NDArray[np.float64]
+
+SMALL_BINS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M")
+"""Darshan size bins of requests up to 1 MiB (``DARSHAN_BUCKET_INC`` upper bounds inclusive)."""
+
+SIZE_CLASSES: tuple[tuple[str, int], ...] = (("One", 1), ("Small", 1024), ("Medium", 8192))
+"""Job size classes of seed 004 III-E by process count: One, Small (2-1024), Medium
+(1025-8192); above: Large."""
+
+_LOG_NAME = re.compile(r"^(?P<user>[^_]+)_(?P<exe>.+)_id(?P<jobid>\d+)")
+
+
+@dataclass(frozen=True)
+class CriticalFile:
+    """A file on the critical path.
+
+    Attributes:
+        key: ``module:record id``.
+        name: file name (hashed in anonymized logs).
+        exclusive_s: its exclusive time (s).
+        share: ``exclusive_s`` / critical path length.
+        osts: OST indices of its stripes; nprocs: processes that accessed it.
+        stripe_count: its stripe count (0 off Lustre).
+        factors: its own values of the factors (None where undefined).
+    """
+
+    key: str
+    name: str
+    exclusive_s: float
+    share: float
+    osts: tuple[int, ...]
+    nprocs: int
+    stripe_count: int
+    factors: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class OstStat:
+    """Files of one job striped on one OST, and how fast they went.
+
+    Attributes:
+        ost: the Lustre OST index.
+        files: files of the job with a stripe on it.
+        median_bytes_per_s: median over those files of bytes / busy time.
+        last_end_s: the latest busy end of those files (s from job start).
+        slow: the OST is far slower than the job's other OSTs (:func:`ost_stats`).
+    """
+
+    ost: int
+    files: int
+    median_bytes_per_s: float
+    last_end_s: float
+    slow: bool
+
+
+@dataclass(frozen=True)
+class JobAnalysis:
+    """Everything iolens derives from one Darshan log.
+
+    Attributes:
+        log: the log read.
+        log_id: identity of the log (job id, start, file name): stable across re-reads.
+        job: the ``darshan.job`` fields (see :func:`analyze`).
+        files: one dict per file (``darshan.file`` fields), in record order.
+        cover: the covering set of the busy intervals (critical path).
+        critical: the critical files, largest exclusive time first.
+        direction: the direction the factors are computed for (the one with more bytes).
+        factors: the job's contributing factors (seed 004 II-D), weighted by exclusive time.
+        osts: per-OST statistics of the job's files.
+    """
+
+    log: DarshanLog
+    log_id: str
+    job: dict[str, Any]
+    files: list[dict[str, Any]]
+    cover: CoveringSet
+    critical: tuple[CriticalFile, ...]
+    direction: Direction
+    factors: dict[str, float | None]
+    osts: tuple[OstStat, ...] = field(default=())
+
+
+@dataclass
+class _Files:
+    """Per-file columns (one entry per (module, record id))."""
+
+    module: list[str]
+    ids: npt.NDArray[np.uint64]
+    nprocs: npt.NDArray[np.int64]
+    cols: dict[str, F64]
+    start: F64
+    end: F64
+    busy: F64
+
+
+def _sizes(t: ModuleTable, op: str, bins: tuple[str, ...]) -> F64:
+    prefix = t.module.replace("-", "")
+    out = np.zeros(len(t), dtype=np.float64)
+    for b in bins:
+        out += t.col(f"{prefix}_SIZE_{op}_{b}")
+    return out
+
+
+def _record_columns(t: ModuleTable) -> dict[str, F64]:
+    """The per-record values the tables need, by ``darshan.file`` name."""
+    p = t.module.replace("-", "")
+    posix = t.module == "POSIX"
+    zeros = np.zeros(len(t), dtype=np.float64)
+    cols = {
+        "bytes_read": t.col(f"{p}_BYTES_READ"),
+        "bytes_written": t.col(f"{p}_BYTES_WRITTEN"),
+        "reads": t.col(f"{p}_READS"),
+        "writes": t.col(f"{p}_WRITES"),
+        "consec_reads": t.col("POSIX_CONSEC_READS") if posix else zeros,
+        "consec_writes": t.col("POSIX_CONSEC_WRITES") if posix else zeros,
+        "seq_reads": t.col("POSIX_SEQ_READS") if posix else zeros,
+        "seq_writes": t.col("POSIX_SEQ_WRITES") if posix else zeros,
+        "small_reads": _sizes(t, "READ", SMALL_BINS) if posix else zeros,
+        "small_writes": _sizes(t, "WRITE", SMALL_BINS) if posix else zeros,
+        "small_1k_reads": _sizes(t, "READ", SMALL_BINS[:2]) if posix else zeros,
+        "small_1k_writes": _sizes(t, "WRITE", SMALL_BINS[:2]) if posix else zeros,
+        "not_aligned": t.col("POSIX_FILE_NOT_ALIGNED") if posix else zeros,
+        "mem_not_aligned": t.col("POSIX_MEM_NOT_ALIGNED") if posix else zeros,
+        "read_time_s": t.col(f"{p}_F_READ_TIME"),
+        "write_time_s": t.col(f"{p}_F_WRITE_TIME"),
+        "meta_time_s": t.col(f"{p}_F_META_TIME"),
+        "read_start_s": t.col(f"{p}_F_READ_START_TIMESTAMP"),
+        "read_end_s": t.col(f"{p}_F_READ_END_TIMESTAMP"),
+        "write_start_s": t.col(f"{p}_F_WRITE_START_TIMESTAMP"),
+        "write_end_s": t.col(f"{p}_F_WRITE_END_TIMESTAMP"),
+        "open_start_s": t.col(f"{p}_F_OPEN_START_TIMESTAMP"),
+        "close_end_s": t.col(f"{p}_F_CLOSE_END_TIMESTAMP"),
+        "slowest_rank_time_s": t.col(f"{p}_F_SLOWEST_RANK_TIME"),
+        "fastest_rank_time_s": t.col(f"{p}_F_FASTEST_RANK_TIME"),
+        "slowest_rank_bytes": t.col(f"{p}_SLOWEST_RANK_BYTES"),
+        "fastest_rank_bytes": t.col(f"{p}_FASTEST_RANK_BYTES"),
+    }
+    return cols
+
+
+def _first_positive(*arrays: F64) -> F64:
+    """Element-wise minimum over the arrays of the values > 0 (0 where none is)."""
+    stacked = np.vstack(arrays)
+    masked = np.where(stacked > 0, stacked, np.inf)
+    out = masked.min(axis=0)
+    out[~np.isfinite(out)] = 0.0
+    return np.asarray(out, dtype=np.float64)
+
+
+def busy_intervals(
+    ranks: npt.NDArray[np.int64], cols: dict[str, F64], run_time_s: float
+) -> tuple[F64, F64]:
+    """IOMiner's busy interval of each record (reference/darshan-iominer.md 2.3).
+
+    A record starts at its open (``F_OPEN_START_TIMESTAMP``; its first read or write when the
+    open was not timed) and lasts its read + write + meta time; a record reduced over all ranks
+    (rank −1) lasts ``F_SLOWEST_RANK_TIME``. A rank's records whose intervals overlap are laid
+    end to end (IOMiner's ``AdjustTiming``: one rank does one thing at a time). Ends are clamped
+    to the run time: blocking opens of FIFOs can report more meta time than the job ran.
+
+    Args:
+        ranks: shape ``(n,)``.
+        cols: per-record columns of :func:`_record_columns`, each shape ``(n,)``.
+        run_time_s: the job's run time.
+
+    Returns:
+        ``(start, end)`` arrays, shape ``(n,)``, seconds from job start; ``end == start`` for
+        records without any time.
+    """
+    start = cols["open_start_s"].copy()
+    missing = start <= 0
+    if missing.any():
+        first = _first_positive(cols["read_start_s"], cols["write_start_s"])
+        start[missing] = first[missing]
+    length = cols["read_time_s"] + cols["write_time_s"] + cols["meta_time_s"]
+    shared = ranks < 0
+    length[shared] = cols["slowest_rank_time_s"][shared]
+    end = start + length
+    per_rank = np.flatnonzero(~shared & (length > 0))
+    if per_rank.size > 1:
+        order = per_rank[np.lexsort((start[per_rank], ranks[per_rank]))]
+        rk, st, ln = ranks[order].tolist(), start[order].tolist(), length[order].tolist()
+        out = end[order].tolist()
+        prev_rank, prev_end = None, 0.0
+        for i, r in enumerate(rk):
+            s = st[i] if r != prev_rank else max(st[i], prev_end)
+            prev_end = s + ln[i]
+            out[i], st[i], prev_rank = prev_end, s, r
+        start[order] = st
+        end[order] = out
+    if run_time_s > 0:
+        np.minimum(end, run_time_s, out=end)
+        np.minimum(start, end, out=start)
+    return start, end
+
+
+def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
+    """Aggregate POSIX and STDIO records per file; join MPI-IO's counts by record id."""
+    modules: list[str] = []
+    ids_l, nprocs_l = [], []
+    cols_l: dict[str, list[F64]] = {}
+    start_l, end_l, busy_l = [], [], []
+    extra: dict[str, Any] = {"max_meta_rank_s": 0.0, "records": 0}
+    mpi = log.tables.get("MPI-IO")
+    coll: dict[int, tuple[float, float, float, float]] = {}
+    if mpi is not None and len(mpi):
+        u, inv = np.unique(mpi.ids, return_inverse=True)
+        sums = [
+            np.bincount(inv, weights=mpi.col(n), minlength=len(u))
+            for n in ("MPIIO_COLL_READS", "MPIIO_COLL_WRITES")
+        ]
+        indep = [
+            np.bincount(
+                inv,
+                weights=mpi.col(f"MPIIO_INDEP_{op}")
+                + mpi.col(f"MPIIO_SPLIT_{op}")
+                + mpi.col(f"MPIIO_NB_{op}"),
+                minlength=len(u),
+            )
+            for op in ("READS", "WRITES")
+        ]
+        for k, rid in enumerate(u.tolist()):
+            coll[int(rid)] = (sums[0][k], sums[1][k], indep[0][k], indep[1][k])
+    meta_by_rank: dict[int, float] = {}
+    for mod in ("POSIX", "STDIO"):
+        t = log.tables.get(mod)
+        if t is None or not len(t):
+            continue
+        keep = ~np.isin(t.ids, np.array(sorted(STD_STREAM_IDS), dtype=np.uint64))
+        if log.names:
+            keep &= np.array(
+                [log.names.get(int(i), "") not in STD_STREAM_NAMES for i in t.ids.tolist()],
+                dtype=bool,
+            )
+        t = t.select(keep)
+        if not len(t):
+            continue
+        extra["records"] += len(t)
+        cols = _record_columns(t)
+        start, end = busy_intervals(t.ranks, cols, log.run_time_s)
+        per_rank_meta = cols["meta_time_s"][t.ranks >= 0]
+        for r, m in zip(t.ranks[t.ranks >= 0].tolist(), per_rank_meta.tolist(), strict=True):
+            meta_by_rank[r] = meta_by_rank.get(r, 0.0) + m
+        u, inv = np.unique(t.ids, return_inverse=True)
+        k = len(u)
+        shared_any = np.bincount(inv, weights=(t.ranks < 0).astype(np.float64), minlength=k)
+        nrec = np.bincount(inv, minlength=k)
+        nprocs = np.where(shared_any > 0, log.nprocs, nrec).astype(np.int64)
+        agg: dict[str, F64] = {}
+        for name, v in cols.items():
+            if name.endswith("_start_s"):
+                w = np.where(v > 0, v, np.inf)
+                m = np.full(k, np.inf)
+                np.minimum.at(m, inv, w)
+                m[~np.isfinite(m)] = 0.0
+                agg[name] = m
+            elif name.endswith("_end_s") or name.startswith(("slowest", "fastest")):
+                m = np.zeros(k)
+                np.maximum.at(m, inv, v)
+                agg[name] = m
+            else:
+                agg[name] = np.bincount(inv, weights=v, minlength=k).astype(np.float64)
+        s_ = np.where(end > start, start, np.inf)
+        fs = np.full(k, np.inf)
+        np.minimum.at(fs, inv, s_)
+        fe = np.zeros(k)
+        np.maximum.at(fe, inv, np.where(end > start, end, 0.0))
+        fs[~np.isfinite(fs)] = 0.0
+        fb = np.zeros(k)
+        np.maximum.at(fb, inv, end - start)
+        # record-level busy intervals stay available for the sweep
+        extra.setdefault("intervals", []).append((mod, t.ids, start, end))
+        modules += [mod] * k
+        ids_l.append(u)
+        nprocs_l.append(nprocs)
+        for name, v in agg.items():
+            cols_l.setdefault(name, []).append(v)
+        start_l.append(fs)
+        end_l.append(fe)
+        busy_l.append(fb)
+        if mod == "POSIX":
+            cr = np.zeros(k)
+            cw = np.zeros(k)
+            ir = np.zeros(k)
+            iw = np.zeros(k)
+            for j, rid in enumerate(u.tolist()):
+                c = coll.get(int(rid))
+                if c is not None:
+                    cr[j], cw[j], ir[j], iw[j] = c
+        else:
+            cr = cw = ir = iw = np.zeros(k)
+        for name, v in (
+            ("coll_reads", cr),
+            ("coll_writes", cw),
+            ("indep_reads", ir),
+            ("indep_writes", iw),
+        ):
+            cols_l.setdefault(name, []).append(v)
+    extra["max_meta_rank_s"] = max(meta_by_rank.values(), default=0.0)
+    if not ids_l:
+        empty = np.zeros(0)
+        return _Files(
+            [], np.zeros(0, np.uint64), np.zeros(0, np.int64), {}, empty, empty, empty
+        ), extra
+    files = _Files(
+        modules,
+        np.concatenate(ids_l),
+        np.concatenate(nprocs_l),
+        {n: np.concatenate(v) for n, v in cols_l.items()},
+        np.concatenate(start_l),
+        np.concatenate(end_l),
+        np.concatenate(busy_l),
+    )
+    return files, extra
+
+
+def _union(starts: F64, ends: F64) -> float:
+    return covering_set(starts, ends).union if len(starts) else 0.0
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 0 else None
+
+
+def _darshan_time_by_slowest(log: DarshanLog) -> float:
+    """Darshan's ``agg_time_by_slowest`` of the POSIX module (``darshan-parser --perf``).
+
+    The slowest rank's total read + write + meta time over the files it alone opened, plus,
+    for each file shared by all ranks (rank −1), ``POSIX_F_SLOWEST_RANK_TIME``. It equals
+    pydarshan's ``accumulate_records(...).derived_metrics.agg_time_by_slowest``.
+    """
+    t = log.tables.get("POSIX")
+    if t is None or not len(t):
+        return 0.0
+    total = t.col("POSIX_F_READ_TIME") + t.col("POSIX_F_WRITE_TIME") + t.col("POSIX_F_META_TIME")
+    shared = t.ranks < 0
+    per_rank = np.bincount(t.ranks[~shared], weights=total[~shared]) if (~shared).any() else [0.0]
+    return float(np.max(per_rank)) + float(t.col("POSIX_F_SLOWEST_RANK_TIME")[shared].sum())
+
+
+def sharing_pattern(log: DarshanLog, files: _Files) -> str | None:
+    """The job's file-sharing pattern (seed 004 III-D): ``1-1``, ``N-1``, ``N-N`` or ``N-M``.
+
+    ``1-1`` for one process. Otherwise, if files opened by several processes carry at least as
+    many bytes as files of one process: ``N-1`` when each such file was opened by all processes
+    (IOMiner counts a series of shared files, one per time step, as N-1), else ``N-M``. If
+    unique files carry more: ``N-N`` when every process owns one (and only one) unique file,
+    else ``N-M`` (a subset per file, or several files per process). None without data files.
+    """
+    if not len(files.ids):
+        return None
+    if log.nprocs <= 1:
+        return "1-1"
+    data = files.cols["bytes_read"] + files.cols["bytes_written"]
+    shared = files.nprocs > 1
+    if data[shared].sum() >= data[~shared].sum() and shared.any():
+        return "N-1" if bool((files.nprocs[shared] >= log.nprocs).all()) else "N-M"
+    unique = int((~shared & (data > 0)).sum())
+    return "N-N" if unique == log.nprocs else "N-M"
+
+
+def ost_stats(
+    files: list[dict[str, Any]], min_files: int = 3, ratio: float = 0.25
+) -> tuple[OstStat, ...]:
+    """Per-OST speed of a job's files, and which OSTs are far slower than the rest.
+
+    Each file's bandwidth is its bytes over its busy time (pytokio's ``darshan_bad_ost`` idea,
+    reference/darshan-iominer.md 6): files on a degraded OST run slow whatever the
+    application does, so an OST whose median file bandwidth is below ``ratio`` times the
+    median over the job's OSTs is marked slow. Needs at least three OSTs with ``min_files``
+    files each (fewer OSTs leave nothing to compare with).
+
+    Args:
+        files: rows of :func:`analyze` (``osts``, ``busy_s``, ``bytes_read``, ``bytes_written``,
+            ``end_s``).
+        min_files: files an OST needs to be compared.
+        ratio: the slowness cut.
+
+    Returns:
+        One :class:`OstStat` per OST the job's files are on, by OST index.
+    """
+    per: dict[int, list[tuple[float, float]]] = {}
+    for f in files:
+        nbytes = f["bytes_read"] + f["bytes_written"]
+        if not f.get("osts") or f["busy_s"] <= 0 or nbytes <= 0:
+            continue
+        for o in f["osts"]:
+            per.setdefault(o, []).append((nbytes / f["busy_s"], f["end_s"]))
+    med = {o: float(np.median([b for b, _ in v])) for o, v in per.items()}
+    eligible = [o for o, v in per.items() if len(v) >= min_files]
+    overall = float(np.median([med[o] for o in eligible])) if len(eligible) >= 3 else None
+    return tuple(
+        OstStat(
+            o,
+            len(per[o]),
+            med[o],
+            max(e for _, e in per[o]),
+            overall is not None and o in eligible and med[o] < ratio * overall,
+        )
+        for o in sorted(per)
+    )
+
+
+def log_identity(log: DarshanLog) -> str:
+    """Identity of a log: job id, start (ms) and file name without directories."""
+    return f"{log.jobid}:{round(log.start_s * 1000)}:{os.path.basename(log.path)}"
+
+
+def analyze(log: DarshanLog) -> JobAnalysis:
+    """Derive the job row, the file rows and the critical path of one log.
+
+    Job fields (``darshan.job.*``): ``id, uid, user, exe, nprocs, start_s, end_s, run_time_s,
+    bytes_read, bytes_written, reads, writes, read_ratio, seq_ratio, consec_ratio, small_ratio,
+    small_1k_ratio, sharing_ratio, pattern, interfaces, interface, collective,
+    collective_ratio, ost_count, file_count, size_class, no_io, io_time_s, read_time_s,
+    write_time_s, naive_bytes_per_s, critical_bytes_per_s, darshan_bytes_per_s,
+    read_bytes_per_s, write_bytes_per_s, partial``. Ratios are None where their denominator
+    is 0. Sequential, consecutive and small ratios are over POSIX requests (Equation 3); bytes
+    are POSIX + STDIO (MPI-IO sits on POSIX and would count twice); the standard streams are
+    left out. ``sharing_ratio`` is processes / files (Equation 5). Bandwidths (bytes/s):
+
+    * naive: bytes / (last end - first start) of the files' busy intervals (Equation 1);
+    * critical: bytes / length of the critical path (the union of the busy intervals, II-D);
+    * darshan: POSIX bytes / Darshan's ``agg_time_by_slowest``;
+    * read / write: the direction's bytes / union of its records' read (write) intervals
+      ``[F_READ_START, F_READ_START + F_READ_TIME]`` (the slowest rank's share of the time for
+      a record reduced over all ranks).
+
+    The user is not in a Darshan log: it comes from the log name
+    ``<user>_<exe>_id<jobid>_...`` when the name follows Darshan's convention.
+    """
+    files, extra = _group_files(log)
+    n = len(files.ids)
+    c = files.cols
+    rows: list[dict[str, Any]] = []
+    for i in range(n):
+        rid = int(files.ids[i])
+        lay = log.layouts.get(rid)
+        posix = files.module[i] == "POSIX"
+        row: dict[str, Any] = {
+            "record_id": str(rid),
+            "name": log.names.get(rid, str(rid)),
+            "module": files.module[i],
+            "nprocs": int(files.nprocs[i]),
+            "shared": bool(files.nprocs[i] > 1),
+            "start_s": float(files.start[i]),
+            "end_s": float(files.end[i]),
+            "busy_s": float(files.busy[i]),
+            "stripe_size": lay.stripe_size if lay else None,
+            "stripe_count": lay.stripe_count if lay else None,
+            "osts": list(lay.osts) if lay else [],
+        }
+        for name in (
+            "bytes_read",
+            "bytes_written",
+            "reads",
+            "writes",
+            "coll_reads",
+            "coll_writes",
+            "indep_reads",
+            "indep_writes",
+            "slowest_rank_bytes",
+            "fastest_rank_bytes",
+        ):
+            row[name] = int(c[name][i])
+        for name in (
+            "consec_reads",
+            "consec_writes",
+            "seq_reads",
+            "seq_writes",
+            "small_reads",
+            "small_writes",
+            "small_1k_reads",
+            "small_1k_writes",
+            "not_aligned",
+            "mem_not_aligned",
+        ):
+            row[name] = int(c[name][i]) if posix else None
+        for name in (
+            "read_time_s",
+            "write_time_s",
+            "meta_time_s",
+            "read_start_s",
+            "read_end_s",
+            "write_start_s",
+            "write_end_s",
+            "slowest_rank_time_s",
+            "fastest_rank_time_s",
+        ):
+            row[name] = float(c[name][i])
+        sc = row["stripe_count"]
+        row["proc_per_ost"] = row["nprocs"] / sc if sc else None
+        rows.append(row)
+
+    bytes_read = float(c["bytes_read"].sum()) if n else 0.0
+    bytes_written = float(c["bytes_written"].sum()) if n else 0.0
+    total = bytes_read + bytes_written
+    posix_mask = np.array([m == "POSIX" for m in files.module], dtype=bool)
+
+    def psum(name: str) -> float:
+        return float(c[name][posix_mask].sum()) if n else 0.0
+
+    p_ops = psum("reads") + psum("writes")
+    # busy intervals of records, labelled by file
+    starts: list[F64] = []
+    ends: list[F64] = []
+    labels: list[Hashable] = []
+    for mod, ids, s, e in extra.get("intervals", []):
+        starts.append(s)
+        ends.append(e)
+        labels += [f"{mod}:{int(x)}" for x in ids.tolist()]
+    st = np.concatenate(starts) if starts else np.zeros(0)
+    en = np.concatenate(ends) if ends else np.zeros(0)
+    cover = covering_set(st, en, labels)
+    read_u = _direction_union(log, "READ")
+    write_u = _direction_union(log, "WRITE")
+    span = cover.span
+    direction: Direction = "write" if bytes_written >= bytes_read else "read"
+    by_key = {f"{r['module']}:{r['record_id']}": r for r in rows}
+    per_file: dict[Hashable, dict[str, float | None]] = {}
+    critical: list[CriticalFile] = []
+    for key, excl in cover.exclusive.items():
+        r = by_key.get(str(key))
+        if r is None:
+            continue
+        ff = file_factors(r, direction)
+        values = {
+            "small": ff.small,
+            "small_1k": ff.small_1k,
+            "non_consec": ff.non_consec,
+            "coll": ff.coll,
+            "proc_per_ost": ff.proc_per_ost,
+        }
+        per_file[key] = values
+        critical.append(
+            CriticalFile(
+                str(key),
+                r["name"],
+                excl,
+                excl / cover.union if cover.union > 0 else 0.0,
+                tuple(r["osts"]),
+                r["nprocs"],
+                r["stripe_count"] or 0,
+                values,
+            )
+        )
+    all_osts = {o for r in rows for o in r["osts"]}
+    factors: dict[str, float | None] = {
+        name: weighted_factor({k: v[name] for k, v in per_file.items()}, cover.exclusive)
+        for name in ("small", "small_1k", "non_consec", "coll", "proc_per_ost")
+    }
+    factors["ost_count"] = float(len(all_osts))
+    coll_ops = psum("coll_reads") + psum("coll_writes")
+    mpi_ops = coll_ops + psum("indep_reads") + psum("indep_writes")
+    interfaces = sorted(
+        {INTERFACE_MODULES[m] for m in log.modules if m in INTERFACE_MODULES}
+        - ({"POSIX"} if "POSIX" in log.modules and not len(log.tables.get("POSIX", ())) else set())
+    )
+    if coll_ops > 0:
+        interface: str | None = "MPI-IO collective"
+    elif mpi_ops > 0:
+        interface = "MPI-IO independent"
+    elif psum("bytes_read") + psum("bytes_written") > 0 or p_ops > 0:
+        interface = "POSIX"
+    elif total > 0:
+        interface = "STDIO"
+    else:
+        interface = None
+    darshan_t = _darshan_time_by_slowest(log)
+    posix_bytes = psum("bytes_read") + psum("bytes_written")
+    m = _LOG_NAME.match(os.path.basename(log.path))
+    exe_tokens = log.exe.split()
+    job: dict[str, Any] = {
+        "id": log.jobid,
+        "uid": log.uid,
+        "user": m.group("user") if m else None,
+        "exe": os.path.basename(exe_tokens[0]) if exe_tokens else None,
+        "command_line": log.exe or None,
+        "nprocs": log.nprocs,
+        "start_s": log.start_s,
+        "end_s": log.end_s,
+        "run_time_s": log.run_time_s,
+        "bytes_read": int(bytes_read),
+        "bytes_written": int(bytes_written),
+        "reads": int(c["reads"].sum()) if n else 0,
+        "writes": int(c["writes"].sum()) if n else 0,
+        "read_ratio": _ratio(bytes_read, total),
+        "seq_ratio": _ratio(psum("seq_reads") + psum("seq_writes"), p_ops),
+        "consec_ratio": _ratio(psum("consec_reads") + psum("consec_writes"), p_ops),
+        "small_ratio": _ratio(psum("small_reads") + psum("small_writes"), p_ops),
+        "small_1k_ratio": _ratio(psum("small_1k_reads") + psum("small_1k_writes"), p_ops),
+        "sharing_ratio": _ratio(float(log.nprocs), float(n)),
+        "pattern": sharing_pattern(log, files),
+        "interfaces": interfaces,
+        "interface": interface,
+        "collective": coll_ops > 0,
+        "collective_ratio": _ratio(coll_ops, mpi_ops),
+        "ost_count": len(all_osts),
+        "file_count": n,
+        "size_class": size_class(log.nprocs),
+        "no_io": total <= 0,
+        "io_time_s": cover.union,
+        "read_time_s": read_u,
+        "write_time_s": write_u,
+        "naive_bytes_per_s": _ratio(total, span),
+        "critical_bytes_per_s": _ratio(total, cover.union),
+        "darshan_bytes_per_s": _ratio(posix_bytes, darshan_t),
+        "read_bytes_per_s": _ratio(bytes_read, read_u),
+        "write_bytes_per_s": _ratio(bytes_written, write_u),
+        "partial": bool(log.partial),
+        "max_meta_rank_s": extra["max_meta_rank_s"],
+    }
+    return JobAnalysis(
+        log,
+        log_identity(log),
+        job,
+        rows,
+        cover,
+        tuple(critical),
+        direction,
+        factors,
+        ost_stats(rows),
+    )
+
+
+def size_class(nprocs: int) -> str:
+    """``One``, ``Small``, ``Medium`` or ``Large`` (:data:`SIZE_CLASSES`)."""
+    for name, top in SIZE_CLASSES:
+        if nprocs <= top:
+            return name
+    return "Large"
+
+
+def _direction_union(log: DarshanLog, op: str) -> float:
+    """Union length of the records' intervals of one direction (``READ`` or ``WRITE``)."""
+    starts: list[F64] = []
+    ends: list[F64] = []
+    for mod in ("POSIX", "STDIO"):
+        t = log.tables.get(mod)
+        if t is None or not len(t):
+            continue
+        p = t.module
+        s = t.col(f"{p}_F_{op}_START_TIMESTAMP")
+        dt = t.col(f"{p}_F_{op}_TIME")
+        shared = t.ranks < 0
+        if shared.any():
+            whole = (
+                t.col(f"{p}_F_READ_TIME") + t.col(f"{p}_F_WRITE_TIME") + t.col(f"{p}_F_META_TIME")
+            )
+            slow = t.col(f"{p}_F_SLOWEST_RANK_TIME")
+            share = np.divide(dt, whole, out=np.zeros_like(dt), where=whole > 0)
+            dt = np.where(shared, slow * share, dt)
+        ok = (s > 0) & (dt > 0) & ~np.isin(t.ids, np.array(sorted(STD_STREAM_IDS), dtype=np.uint64))
+        e = s + dt
+        if log.run_time_s > 0:
+            e = np.minimum(e, log.run_time_s)
+        starts.append(s[ok])
+        ends.append(e[ok])
+    if not starts:
+        return 0.0
+    return _union(np.concatenate(starts), np.concatenate(ends))

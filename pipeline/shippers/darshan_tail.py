@@ -1,0 +1,234 @@
+"""Shipping Darshan logs: whole files, read once stable, analysed in a process pool.
+
+A Darshan log is written once, at the end of a job, so it is read whole when its size and
+modification time have been still for ``darshan.stable_s``; a log still being copied raises
+:class:`NotStable` and is tried again later. Reading (pydarshan) and the analysis run in worker
+processes that live as long as the shipper: ``import darshan`` alone costs about half a second
+(reference/darshan-iominer.md 3). The whole file is one "line" for the registry: its offset
+moves to the end once every document derived from it is acknowledged.
+
+Files named ``*.txt`` (or starting with ``#``) are ``darshan-parser`` text dumps
+(:func:`pipeline.parsers.darshan.parse_darshan_text`); everything else goes to pydarshan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.parsers.darshan import parse_darshan_text
+from pipeline.parsers.errors import ParseError
+from pipeline.records import Document, LineRef
+from pipeline.reducers.darshan_job import JobAnalysis, analyze
+from pipeline.reducers.io_diagnosis import Diagnosis, Thresholds, diagnose
+from pipeline.shippers.darshan_read import read_darshan
+from pipeline.shippers.fio_tail import LineResult
+from pipeline.shippers.tailer import TailChunk
+from pipeline.sink.darshan_documents import diagnosis_document, file_documents, job_document
+from pipeline.sink.documents import DocContext
+
+log = logging.getLogger(__name__)
+
+
+class NotStable(EOFError):
+    """The log changed less than ``stable_s`` ago (still being written or copied)."""
+
+
+def is_text_dump(path: str) -> bool:
+    """Whether ``path`` holds ``darshan-parser`` text (by name ``*.txt``, or a leading ``#``)."""
+    if path.endswith(".txt"):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(1) == b"#"
+    except OSError:
+        return False
+
+
+def analyze_path(path: str) -> JobAnalysis:
+    """Read and analyse one log (binary or text); the per-record tables are dropped from the
+    result, which keeps it small to send between processes.
+
+    Raises:
+        ParseError: the file is not a readable Darshan log or text dump.
+        FileNotFoundError: it is gone.
+    """
+    if is_text_dump(path):
+        with open(path, "rb") as fh:
+            dl = parse_darshan_text(fh, path)
+    else:
+        dl = read_darshan(path)
+    a = analyze(dl)
+    return dataclasses.replace(a, log=dataclasses.replace(dl, tables={}))
+
+
+def _work(path: str) -> tuple[str, Any]:
+    try:
+        return "ok", analyze_path(path)
+    except ParseError as err:
+        return "bad", (err.path, err.line_no, err.reason)
+
+
+def _warm() -> None:
+    import darshan  # noqa: F401  (the costly import, once per worker)
+
+
+class DarshanPool:
+    """Long-lived worker processes reading and analysing logs.
+
+    ``workers`` 1 analyses in the calling process (no pool); more start a spawn-context
+    :class:`~concurrent.futures.ProcessPoolExecutor` on first use (spawn, because the shipper
+    runs threads, which fork would copy in an undefined state).
+    """
+
+    def __init__(self, workers: int = 0) -> None:
+        self.workers = workers or os.cpu_count() or 1
+        self._pool: ProcessPoolExecutor | None = None
+        self._futures: dict[str, Future[tuple[str, Any]]] = {}
+
+    def submit(self, path: str) -> None:
+        """Start analysing ``path`` in the background (no-op inline or when already started)."""
+        if self.workers <= 1 or path in self._futures:
+            return
+        if self._pool is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_warm)
+        self._futures[path] = self._pool.submit(_work, path)
+
+    def result(self, path: str) -> JobAnalysis:
+        """The analysis of ``path`` (waits for a submitted one, or runs it here).
+
+        Raises:
+            ParseError: as :func:`analyze_path`.
+        """
+        fut = self._futures.pop(path, None)
+        try:
+            status, value = fut.result() if fut is not None else _work(path)
+        except BrokenProcessPool as err:
+            # A worker died (killed, out of memory): the log is analysed here instead and the
+            # pool is started afresh for the next ones.
+            log.warning("Darshan worker pool broke (%s); analysing %s in this process", err, path)
+            self.close()
+            status, value = _work(path)
+        if status == "bad":
+            raise ParseError(*value)
+        assert isinstance(value, JobAnalysis)
+        return value
+
+    def close(self) -> None:
+        """Stop the workers."""
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+        self._futures.clear()
+
+
+Evidence = Callable[[JobAnalysis], dict[str, Any]]
+"""Given a low-bandwidth job, the keyword arguments of
+:func:`~pipeline.reducers.io_diagnosis.diagnose` found in Elasticsearch (``node_count``,
+``lmt``, ``anomalous_osts``)."""
+
+
+@dataclass
+class DarshanTail:
+    """Read state of one Darshan log (the Tail protocol of the main job).
+
+    Attributes:
+        key: registry key; path: current path.
+        pool: where logs are analysed.
+        stable_s: how long the file must be unchanged before it is read (0: read at once).
+        thresholds: the low-bandwidth cut; a diagnosis document is written for those jobs.
+        evidence: server-side data for the diagnosis (None: the job's own counters only).
+    """
+
+    key: str
+    path: str
+    pool: DarshanPool
+    stable_s: float = 5.0
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    evidence: Evidence | None = None
+    clock: Callable[[], float] = time.time
+    kind: str = "darshan"
+    offset: int = 0
+    line_no: int = 0
+    exhausted: bool = False
+    compressed: bool = True
+    snapshots: dict[int, str] = field(default_factory=dict)
+    last: Diagnosis | None = None
+
+    def resume(self, offset: int, line_no: int, cursor: str | None) -> None:
+        """Continue from the registry (offset > 0: the log was shipped already)."""
+        self.offset, self.line_no = offset, line_no
+
+    def cursor(self) -> str | None:
+        """Whole files keep no reader state."""
+        return None
+
+    def restart(self) -> None:
+        """Read again from the start (the file was replaced in place)."""
+        self.offset = self.line_no = 0
+        self.snapshots.clear()
+        self.exhausted = False
+
+    def stable(self) -> bool:
+        """Whether the file has been unchanged for ``stable_s``."""
+        st = os.stat(self.path)
+        return self.stable_s <= 0 or self.clock() - st.st_mtime >= self.stable_s
+
+    def prefetch(self) -> None:
+        """Hand the log to the pool now, if it is stable and not shipped yet."""
+        try:
+            if self.offset == 0 and self.stable():
+                self.pool.submit(self.path)
+        except OSError:
+            pass
+
+    def read(self, max_bytes: int) -> TailChunk:
+        """The whole file as one pseudo-line, once.
+
+        Raises:
+            NotStable: it changed less than ``stable_s`` ago.
+            FileNotFoundError: it is gone.
+        """
+        size = os.stat(self.path).st_size
+        if self.offset > 0:
+            if size < self.offset:
+                return TailChunk((), (), 0, truncated=True)
+            return TailChunk((), (), self.offset)
+        if not self.stable():
+            raise NotStable(f"{self.path} changed less than {self.stable_s:g} s ago")
+        return TailChunk((b"",), (max(size, 1),), max(size, 1))
+
+    def take_snapshot(self, end_offset: int) -> str | None:
+        """Whole files keep no cursor."""
+        self.snapshots.pop(end_offset, None)
+        return None
+
+    def process(self, chunk: TailChunk, ctx: DocContext, created_ms: float) -> Iterator[LineResult]:
+        """Analyse the log and yield its documents.
+
+        Raises:
+            ParseError: not a readable Darshan log (the caller quarantines the file).
+        """
+        a = self.pool.result(self.path)
+        self.line_no, self.offset = 1, chunk.next_offset
+        ref = LineRef(self.key, self.path, 1, chunk.next_offset)
+        docs: list[Document] = [job_document(ctx, a, (ref,), created_ms)]
+        docs += file_documents(ctx, a, (ref,), created_ms)
+        d = diagnose(a, self.thresholds)
+        if d.low:
+            extra = self.evidence(a) if self.evidence is not None else {}
+            if extra:
+                d = diagnose(a, self.thresholds, **extra)
+            docs.append(diagnosis_document(ctx, d, (ref,), created_ms))
+        self.last = d
+        self.snapshots[chunk.next_offset] = ""
+        yield LineResult(ref, tuple(docs))

@@ -1,0 +1,151 @@
+"""Documents of Darshan jobs: IOMiner's job and file tables, and the I/O diagnosis.
+
+Seed 004 II-B: one ``logs-darshan.job`` document per log (the Darshan job table), one
+``logs-darshan.file`` document per job x file (the file table, with each file's stripe size,
+stripe count and OST list: IOMiner's OST bitmap as an array of indices, which Elasticsearch
+aggregates and intersects directly) and one ``logs-iolens.io_diagnosis`` document per job
+(critical files, exclusive times, factors, insights, causes). Every document carries
+``darshan.job.id`` and ``darshan.log.id``, the join keys (Slurm's ``slurm.job.job_id`` is the
+same job id). Ids derive from the log identity (job id, start, log name), so reading a log
+again is a 409.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from pipeline.records import Document, LineRef
+from pipeline.reducers.darshan_job import JobAnalysis
+from pipeline.reducers.io_diagnosis import Diagnosis
+from pipeline.sink.documents import DocContext, doc_id, iso_ms, stream_name
+
+JOB_DATASET = "darshan.job"
+FILE_DATASET = "darshan.file"
+DIAGNOSIS_DATASET = "iolens.io_diagnosis"
+
+
+def _base(ctx: DocContext, dataset: str, when_s: float, created_ms: float) -> dict[str, Any]:
+    source = ctx.base("logs", dataset, when_s * 1000, created_ms)
+    source["event"]["kind"] = "event"
+    return source
+
+
+def _log_fields(a: JobAnalysis) -> dict[str, Any]:
+    log = a.log
+    return {
+        "id": a.log_id,
+        "name": os.path.basename(log.path),
+        "version": log.version,
+        "lib_version": log.lib_ver or None,
+        "modules": sorted(log.modules),
+        "partial_modules": list(log.partial),
+        "records": log.records,
+    }
+
+
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def job_document(
+    ctx: DocContext, a: JobAnalysis, refs: tuple[LineRef, ...], created_ms: float
+) -> Document:
+    """The ``logs-darshan.job`` document of one log; ``@timestamp`` is the job start.
+
+    Fields: ``darshan.job.*`` as :func:`~pipeline.reducers.darshan_job.analyze` names them
+    (``start``/``end`` as dates instead of ``start_s``/``end_s``), ``darshan.log.*``, and ECS
+    ``user.id`` / ``user.name`` and ``log.file.path``.
+    """
+    job = dict(a.job)
+    start_s, end_s = job.pop("start_s"), job.pop("end_s")
+    job["start"] = iso_ms(start_s * 1000)
+    job["end"] = iso_ms(end_s * 1000)
+    source = _base(ctx, JOB_DATASET, start_s, created_ms)
+    source["darshan"] = {"job": _clean(job), "log": _clean(_log_fields(a))}
+    source["user"] = _clean({"id": str(a.log.uid), "name": job.get("user")})
+    source["log"] = {"file": {"path": a.log.path}}
+    ident = doc_id(JOB_DATASET, a.log_id)
+    return Document(stream_name("logs", JOB_DATASET, ctx.namespace), ident, source, refs)
+
+
+def file_documents(
+    ctx: DocContext, a: JobAnalysis, refs: tuple[LineRef, ...], created_ms: float
+) -> Iterator[Document]:
+    """One ``logs-darshan.file`` document per file of the job; ``@timestamp`` is the file's
+    first activity (job start when it has none)."""
+    index = stream_name("logs", FILE_DATASET, ctx.namespace)
+    start_s = a.log.start_s
+    for row in a.files:
+        source = _base(ctx, FILE_DATASET, start_s + (row["start_s"] or 0.0), created_ms)
+        source["darshan"] = {
+            "job": {"id": a.log.jobid},
+            "log": {"id": a.log_id},
+            "file": _clean(row),
+        }
+        ident = doc_id(FILE_DATASET, a.log_id, row["module"], row["record_id"])
+        yield Document(index, ident, source, refs)
+
+
+def diagnosis_document(
+    ctx: DocContext, d: Diagnosis, refs: tuple[LineRef, ...], created_ms: float
+) -> Document:
+    """The ``logs-iolens.io_diagnosis`` document of one job; ``@timestamp`` is the job start."""
+    a = d.analysis
+    job = a.job
+    source = _base(ctx, DIAGNOSIS_DATASET, a.log.start_s, created_ms)
+    body: dict[str, Any] = {
+        "job_id": a.log.jobid,
+        "log_id": a.log_id,
+        "exe": job.get("exe"),
+        "user": job.get("user"),
+        "nprocs": job["nprocs"],
+        "low_bandwidth": bool(d.low),
+        "low_directions": list(d.low),
+        "direction": a.direction,
+        "read_bytes_per_s": d.bandwidth_bytes_per_s.get("read"),
+        "write_bytes_per_s": d.bandwidth_bytes_per_s.get("write"),
+        "critical_bytes_per_s": job["critical_bytes_per_s"],
+        "naive_bytes_per_s": job["naive_bytes_per_s"],
+        "io_time_s": a.cover.union,
+        "span_s": a.cover.span,
+        "critical_files": [
+            _clean(
+                {
+                    "name": cf.name,
+                    "key": cf.key,
+                    "exclusive_s": cf.exclusive_s,
+                    "share": cf.share,
+                    "osts": list(cf.osts),
+                    "nprocs": cf.nprocs,
+                    "stripe_count": cf.stripe_count,
+                    **{k: v for k, v in cf.factors.items() if v is not None},
+                }
+            )
+            for cf in a.critical[:20]
+        ],
+        "critical_file_count": len(a.critical),
+        "factors": _clean(dict(a.factors)),
+        "slow_osts": [o.ost for o in a.osts if o.slow],
+        "insights": [
+            _clean({"code": i.code, "level": i.level, "message": i.message, "files": list(i.files)})
+            for i in d.insights
+        ],
+        "causes": [
+            _clean(
+                {
+                    "kind": c.kind,
+                    "message": c.message,
+                    "ost": c.ost,
+                    "files": list(c.files),
+                    "source": c.source,
+                }
+            )
+            for c in d.causes
+        ],
+    }
+    source["iolens"] = {"io_diagnosis": _clean(body)}
+    source["darshan"] = {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}}
+    ident = doc_id(DIAGNOSIS_DATASET, a.log_id)
+    return Document(stream_name("logs", DIAGNOSIS_DATASET, ctx.namespace), ident, source, refs)
