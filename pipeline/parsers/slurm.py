@@ -2,7 +2,8 @@
 
 ``sacct --jobs 4478544 --parsable2
 --format=JobID,JobIDRaw,User,JobName,Start,End,Elapsed,State,NNodes,NTasks,NodeList``
-(job 4478544 of NERSC's Edison, from pytokio's cached records; tests/data/slurm/README.md)::
+(job 4478544 of NERSC's Edison: times and nodes from pytokio's cached records, the other
+values filled in as tests/data/slurm/README.md says)::
 
     JobID|JobIDRaw|User|JobName|Start|End|Elapsed|State|NNodes|NTasks|NodeList
     4478544|4478544|glock|vpicio_uni|2017-03-20T01:59:02|2017-03-20T02:11:38|00:12:36|COMPLETED|128||nid0[5301-5428]

@@ -1,9 +1,9 @@
 """Per-OST intervals from LMT's cumulative counters: deltas, counter resets, gaps.
 
 LMT records, every timestep (5 s at NERSC), each OST's bytes read and written since its
-server started (pytokio ``connectors/lmtdb.py``; its archiver ``archive_lmtdb.py`` turns them
-into per-step deltas the same way). Two consecutive samples ``prev`` and ``cur`` of one OST
-give the interval ``[prev.ts_s, cur.ts_s)`` with
+server started (pytokio ``connectors/lmtdb.py``; pytokio's archiver ``archive_lmtdb.py`` also
+stores per-step deltas of them). Two consecutive samples ``prev`` and ``cur`` of one OST give
+the interval ``[prev.ts_s, cur.ts_s)`` with
 
 * ``read_bytes = cur.read_bytes - prev.read_bytes`` (and the same for writes), normally;
 * after a reboot (either counter went down: the server started counting from 0 again),
