@@ -50,7 +50,7 @@ OPTIONAL: tuple[str, ...] = ("PCT_CPU", "KBYTES_FREE", "KBYTES_USED")
 NULLS = frozenset({"", "NULL", "\\N"})
 """Values that mean SQL NULL: sqlite3 -csv prints an empty value, mysql -B ``NULL``."""
 
-OST_NAME = re.compile(r"(?P<fs>[^\s]+)-OST(?P<index>[0-9a-fA-F]{1,8})")
+OST_NAME_PATTERN = re.compile(r"(?P<fs>[^\s]+)-OST(?P<index>[0-9a-fA-F]{1,8})")
 EXPORT_QUERY = (
     "SELECT TIMESTAMP_INFO.TIMESTAMP, OST_INFO.OST_NAME, OST_DATA.READ_BYTES, "
     "OST_DATA.WRITE_BYTES, OST_DATA.PCT_CPU, OST_DATA.KBYTES_FREE, OST_DATA.KBYTES_USED "
@@ -92,7 +92,7 @@ def split_ost_name(name: str) -> tuple[str, int]:
     Raises:
         ValueError: the name is not ``<fsname>-OST<hex>``.
     """
-    m = OST_NAME.fullmatch(name.strip())
+    m = OST_NAME_PATTERN.fullmatch(name.strip())
     if m is None:
         raise ValueError(f"OST name {name!r} is not <fsname>-OST<hex index>")
     return m["fs"], int(m["index"], 16)
