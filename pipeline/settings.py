@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -93,6 +94,20 @@ class DropSettings(_Frozen):
         description="host.name for files here; default: the file name's host suffix, else the "
         "first sub-directory under the drop directory, else this machine's name.",
     )
+    tz: str = Field(
+        "UTC",
+        description="Time zone of local date-times in the files (slurm: the TZ sacct ran in; "
+        "lmt: the LMT database's), an IANA name such as America/Los_Angeles.",
+    )
+
+    @field_validator("tz")
+    @classmethod
+    def _tz_known(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r} (use an IANA name, e.g. UTC)") from None
+        return v
 
     @property
     def glob(self) -> str:

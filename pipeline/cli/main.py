@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("pipeline.cli.train_cmd", "train peer-comparison thresholds on fault-free data"),
     "diagnose": ("pipeline.cli.diagnose_cmd", "peer-compare LUNs in sysstat data and rank them"),
     "sadc-cycle": ("pipeline.cli.sadc_cycle_cmd", "record daily sadc files into a drop directory"),
+    "darshan": (
+        "pipeline.cli.darshan_cmd",
+        "diagnose Darshan logs (IOMiner) and print first-order statistics",
+    ),
 }
 
 

@@ -24,20 +24,26 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+from zoneinfo import ZoneInfo
 
+from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.peer_job import PeerJob, load_thresholds
 from pipeline.parsers.errors import ParseError
 from pipeline.records import Document
+from pipeline.reducers.darshan_job import JobAnalysis
+from pipeline.reducers.io_diagnosis import Thresholds
 from pipeline.settings import ConfigError, DropSettings, Settings
 from pipeline.shippers.acks import AckTracker
+from pipeline.shippers.darshan_tail import DarshanPool, DarshanTail
 from pipeline.shippers.fio_tail import FioTail, fio_path_parts, last_time_ms
 from pipeline.shippers.hosts import host_for
 from pipeline.shippers.identity import identify
 from pipeline.shippers.registry import Registry
 from pipeline.shippers.sysstat_tail import SysstatTail
+from pipeline.shippers.table_tail import TableKind, TableTail
 from pipeline.shippers.tailer import LineTooLong, TailChunk
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.bulk import BulkSink
@@ -51,8 +57,11 @@ from pipeline.sink.templates import install, load_templates
 
 log = logging.getLogger(__name__)
 
-Tail = FioTail | SysstatTail
-"""A file being read: fio histogram log or sysstat data."""
+Tail = FioTail | SysstatTail | DarshanTail | TableTail
+"""A file being read: fio histogram log, sysstat data, a Darshan log, Slurm or LMT records."""
+
+WHOLE_FILE_TYPES = ("sadc", "darshan")
+"""Drop types whose files are read whole (binary), so any non-empty head identifies them."""
 
 ANCHOR_SNAP_MS = 5_000
 """Logs of one host whose estimated run starts lie this close share one start (one fio run)."""
@@ -129,6 +138,8 @@ class MainJob:
         self._hostname = socket.gethostname()
         self.summary = RunSummary()
         self._read_keys: set[str] = set()
+        self.darshan_pool = DarshanPool(settings.darshan.workers)
+        self._once = False
         self._load_anchors()
 
     def _peer_job(self, settings: Settings, client: Client, clock: Callable[[], float]) -> PeerJob:
@@ -153,7 +164,7 @@ class MainJob:
             save_state=store.save,
             clock=clock,
             refresh=lambda index: refresh(self.client, index),
-            sysstat_drops=any(d.type != "fio-hist" for d in settings.drops),
+            sysstat_drops=any(d.type in ("sadf", "sadc") for d in settings.drops),
         )
 
     def _settle(self) -> bool:
@@ -202,7 +213,7 @@ class MainJob:
             return None
         drop = drop or DropSettings(type="fio-hist", path=str(path.parent))
         try:
-            key = self._identify(p, whole_file=drop.type == "sadc")
+            key = self._identify(p, whole_file=drop.type in WHOLE_FILE_TYPES)
         except FileNotFoundError:
             self._unidentified.pop(p, None)
             return None
@@ -230,12 +241,40 @@ class MainJob:
         state = self.registry.get(key)
         if state is not None and state.done:
             return None  # quarantined earlier: it stays in the dead-letter area
-        if drop.type != "fio-hist":
+        if drop.type == "darshan":
             if state is None:
                 state = self.registry.upsert_new(key, p)
             elif state.path != p:
                 self.registry.set_path(key, p)
-            sys_tail = SysstatTail(key, p, drop.type, self.settings.peer.downsample_s)
+            ds = self.settings.darshan
+            dtail = DarshanTail(
+                key,
+                p,
+                self.darshan_pool,
+                stable_s=0.0 if self._once else ds.stable_s,
+                thresholds=Thresholds(ds.min_nprocs, ds.min_bytes_per_proc, ds.max_bytes_per_s),
+                evidence=self._darshan_evidence,
+                clock=self.clock,
+            )
+            dtail.resume(state.offset, state.line_no, state.cursor)
+            return self._track(dtail, drop)
+        if drop.type in ("slurm", "lmt"):
+            if state is None:
+                state = self.registry.upsert_new(key, p)
+            elif state.path != p:
+                self.registry.set_path(key, p)
+            kind: TableKind = "slurm" if drop.type == "slurm" else "lmt"
+            ttail = TableTail(key, p, kind, ZoneInfo(drop.tz))
+            ttail.resume(state.offset, state.line_no, state.cursor)
+            return self._track(ttail, drop)
+        if drop.type in ("sadf", "sadc"):
+            if state is None:
+                state = self.registry.upsert_new(key, p)
+            elif state.path != p:
+                self.registry.set_path(key, p)
+            sys_tail = SysstatTail(
+                key, p, "sadc" if drop.type == "sadc" else "sadf", self.settings.peer.downsample_s
+            )
             sys_tail.resume(state.offset, state.line_no, state.cursor)
             return self._track(sys_tail, drop)
         try:
@@ -275,9 +314,8 @@ class MainJob:
         """Whether ``tail.path`` still holds the tail's file; if another file replaced it, that
         one is discovered (and read by the caller's next pass)."""
         try:
-            key = self._identify(
-                tail.path, whole_file=isinstance(tail, SysstatTail) and tail.kind == "sadc"
-            )
+            whole = isinstance(tail, SysstatTail | DarshanTail) and tail.kind in WHOLE_FILE_TYPES
+            key = self._identify(tail.path, whole_file=whole)
         except FileNotFoundError:
             log.info("%s is gone", tail.path)
             self._retire(tail.key)
@@ -313,7 +351,7 @@ class MainJob:
                 self._retire(tail.key)
                 return n
             except EOFError:
-                log.info("%s: compressed stream not complete yet; will retry", tail.path)
+                log.info("%s: not complete yet; will retry", tail.path)
                 return n
             except (LineTooLong, gzip.BadGzipFile, zlib.error) as err:
                 self._quarantine_file(tail, ParseError(tail.path, tail.line_no + 1, str(err)))
@@ -429,11 +467,20 @@ class MainJob:
             raise ConfigError(err.strerror) from None
 
     def ingest(self, files: Iterable[tuple[Path, DropSettings | None]]) -> None:
-        """Discover and read the given files to their current end."""
-        for path, drop in files:
-            tail = self.discover(path, drop)
-            if tail is not None:
-                self.pump(tail)
+        """Discover and read the given files to their current end.
+
+        Darshan logs are all handed to the worker pool first, so they are analysed in parallel
+        while the files before them are shipped.
+        """
+        tails = [t for path, drop in files if (t := self.discover(path, drop)) is not None]
+        for t in tails:
+            if isinstance(t, DarshanTail):
+                t.prefetch()
+        for t in tails:
+            self.pump(t)
+
+    def _darshan_evidence(self, a: JobAnalysis) -> dict[str, Any]:
+        return server_evidence(self.client, self.settings, a)
 
     def finish(self) -> RunSummary:
         """Flush, compute every dirty interval, flush again; returns the summary."""
@@ -447,7 +494,11 @@ class MainJob:
         return self.snapshot()
 
     def run_once(self, extra: Sequence[tuple[Path, DropSettings | None]] = ()) -> RunSummary:
-        """Process what is in the drop directories (and ``extra``), flush and return."""
+        """Process what is in the drop directories (and ``extra``), flush and return.
+
+        Whole-file inputs are read as they are (no wait for them to be stable).
+        """
+        self._once = True
         self.ingest([*self._drop_files(), *extra])
         return self.finish()
 
@@ -520,6 +571,7 @@ class MainJob:
     def close(self) -> None:
         """Flush and release the registry and job state."""
         self.sink.close()
+        self.darshan_pool.close()
         self._lease.release()
         self.registry.close()
         self.dirty.close()

@@ -1,0 +1,140 @@
+"""IOMiner's first-order statistics over the Darshan job table (seed 004 III-C, III-D, III-E).
+
+* top I/O-intensive applications: jobs grouped by executable, ranked by bytes read and by
+  bytes written, with their share of all traffic (Figures 5 and 6);
+* the distribution of the sequential-I/O ratio ``P_seq`` (Equation 3, Figure 7) as percentiles
+  over jobs;
+* the read ratio ``P_read`` (Equation 4, Figure 8): jobs per bin (write-only, (0, 10 %], ...,
+  (90 %, 100 %), read-only);
+* file-sharing patterns (Figure 9): jobs per N-1 / N-N / N-M, one-process jobs left out;
+* I/O interfaces by job size (Figure 10): per size class (One, Small, Medium, Large), the share
+  of jobs using POSIX, MPI-IO independent and MPI-IO collective.
+
+Input is the ``darshan job`` table of :mod:`pipeline.query` (columns ``exe``, ``bytes_read``,
+``bytes_written``, ``seq_ratio``, ``read_ratio``, ``pattern``, ``nprocs``, ``size_class``,
+``interfaces``, ``interface``, ``no_io``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd  # type: ignore[import-untyped]
+
+PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
+SIZE_ORDER = ("One", "Small", "Medium", "Large")
+READ_BINS = ("0", *(f"({i}, {i + 10}]" for i in range(0, 90, 10)), "(90, 100)", "100")
+
+
+def _read_bin(r: float) -> str:
+    if r <= 0:
+        return "0"
+    if r >= 1:
+        return "100"
+    if r > 0.9:
+        return "(90, 100)"
+    lo = int(np.ceil(r * 100 / 10) - 1) * 10
+    return f"({lo}, {lo + 10}]"
+
+
+def first_order(jobs: pd.DataFrame, top: int = 10) -> dict[str, Any]:
+    """The statistics of the module docstring, as plain values.
+
+    Args:
+        jobs: the job table (one row per Darshan log).
+        top: applications listed per ranking.
+
+    Returns:
+        ``{"jobs": n, "jobs_with_io": n, "top_read": [...], "top_write": [...],
+        "seq_ratio_percentiles": {p: value}, "read_ratio_bins": {bin: jobs},
+        "sharing_patterns": {pattern: jobs}, "interfaces_by_size": {class: {interface: share,
+        "jobs": n}}}``; shares are fractions (0-1).
+    """
+    n = len(jobs)
+    out: dict[str, Any] = {"jobs": n}
+    if n == 0:
+        out.update(
+            jobs_with_io=0,
+            top_read=[],
+            top_write=[],
+            seq_ratio_percentiles={},
+            read_ratio_bins={},
+            sharing_patterns={},
+            interfaces_by_size={},
+        )
+        return out
+    df = jobs.copy()
+    df["exe"] = df["exe"].fillna("(unknown)") if "exe" in df else "(unknown)"
+    io = df[~df["no_io"].astype(bool)] if "no_io" in df else df
+    out["jobs_with_io"] = len(io)
+    for key, col in (("top_read", "bytes_read"), ("top_write", "bytes_written")):
+        total = float(df[col].sum())
+        g = df.groupby("exe")[col].agg(["sum", "count"]).sort_values("sum", ascending=False)
+        g = g[g["sum"] > 0].head(top)
+        out[key] = [
+            {
+                "exe": str(exe),
+                "bytes": int(r["sum"]),
+                "jobs": int(r["count"]),
+                "share": float(r["sum"]) / total if total > 0 else 0.0,
+            }
+            for exe, r in g.iterrows()
+        ]
+    seq = pd.to_numeric(io.get("seq_ratio"), errors="coerce").dropna()
+    out["seq_ratio_percentiles"] = (
+        {str(p): float(np.percentile(seq, p)) for p in PERCENTILES} if len(seq) else {}
+    )
+    rr = pd.to_numeric(io.get("read_ratio"), errors="coerce").dropna()
+    counts = {b: 0 for b in READ_BINS}
+    for r in rr.tolist():
+        counts[_read_bin(float(r))] += 1
+    out["read_ratio_bins"] = counts
+    multi = io[io["nprocs"] > 1]
+    out["sharing_patterns"] = {
+        str(k): int(v) for k, v in multi["pattern"].dropna().value_counts().sort_index().items()
+    }
+    by_size: dict[str, dict[str, Any]] = {}
+    for cls in SIZE_ORDER:
+        sub = io[io["size_class"] == cls]
+        if not len(sub):
+            continue
+        ifaces = sub["interfaces"].apply(lambda v: set(v) if isinstance(v, list | tuple) else {v})
+        iface = sub["interface"].fillna("")
+        by_size[cls] = {
+            "jobs": len(sub),
+            "POSIX": float(ifaces.apply(lambda s: "POSIX" in s).mean()),
+            "MPI-IO independent": float((iface == "MPI-IO independent").mean()),
+            "MPI-IO collective": float((iface == "MPI-IO collective").mean()),
+        }
+    out["interfaces_by_size"] = by_size
+    return out
+
+
+def format_text(stats: dict[str, Any]) -> str:
+    """The statistics as the text ``iolens darshan stats`` prints."""
+    gib = 2**30
+    lines = [f"jobs: {stats['jobs']} ({stats['jobs_with_io']} with I/O)"]
+    for key, what in (("top_read", "read"), ("top_write", "written")):
+        lines.append(f"\ntop applications by bytes {what}:")
+        for r in stats[key]:
+            size = f"{r['bytes'] / gib:12.2f} GiB"
+            lines.append(f"  {size}  {r['share']:6.1%}  {r['jobs']:5d} jobs  {r['exe']}")
+    if stats["seq_ratio_percentiles"]:
+        lines.append("\nsequential-I/O ratio over jobs (percentile: ratio):")
+        lines.append(
+            "  " + "  ".join(f"p{p}: {v:.2f}" for p, v in stats["seq_ratio_percentiles"].items())
+        )
+    lines.append("\nread ratio (% of bytes read): jobs")
+    for b, c in stats["read_ratio_bins"].items():
+        lines.append(f"  {b:>10}: {c}")
+    lines.append("\nfile-sharing pattern (jobs with more than one process):")
+    for pat, c in stats["sharing_patterns"].items():
+        lines.append(f"  {pat:>4}: {c}")
+    lines.append("\nI/O interface by job size (share of jobs):")
+    for cls, row in stats["interfaces_by_size"].items():
+        lines.append(
+            f"  {cls:>6} ({row['jobs']} jobs): POSIX {row['POSIX']:.1%}, MPI-IO independent "
+            f"{row['MPI-IO independent']:.1%}, MPI-IO collective {row['MPI-IO collective']:.1%}"
+        )
+    return "\n".join(lines) + "\n"
