@@ -3,9 +3,10 @@ fails any test leaving non-daemon threads behind (the watchdog test-suite habit,
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -191,3 +192,93 @@ def synth_sysstat(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _synth(root / "clean", 6, 13, [])
     groups = _groups_file(root / "groups.yaml", truth)
     return {"root": root, "truth": truth, "groups": groups}
+
+
+DARSHAN_SHARED = REPO.parent / "shared" / "data" / "darshan-logs"
+
+
+def darshan_wheel_logs() -> Path:
+    """The ``tests/input`` directory of the installed ``darshan`` wheel (its bundled logs)."""
+    import darshan
+
+    return Path(darshan.__file__).resolve().parent / "tests" / "input"
+
+
+def all_darshan_logs() -> list[Path]:
+    """Every distinct bundled and shared Darshan log: the wheel's logs (``tests/input`` and the
+    ``examples``, byte-identical copies removed) and ``../shared/data/darshan-logs``.
+
+    Fails (never skips) when the shared logs are missing."""
+    import hashlib
+
+    import darshan
+
+    assert DARSHAN_SHARED.is_dir(), f"{DARSHAN_SHARED} is missing: the shared Darshan logs"
+    wheel = Path(darshan.__file__).resolve().parent
+    seen: set[str] = set()
+    out: list[Path] = []
+    for p in sorted(wheel.rglob("*.darshan")) + sorted(DARSHAN_SHARED.rglob("*.darshan")):
+        digest = hashlib.md5(p.read_bytes()).hexdigest()
+        if digest not in seen:
+            seen.add(digest)
+            out.append(p)
+    return out
+
+
+def find_unmapped(source: Mapping[str, Any], stream: str) -> list[str]:
+    """Leaf fields of a document ``source`` that ``iolens-ecs@mappings`` and the stream's
+    ``@package`` template do not map (arrays of objects are walked element by element)."""
+    from pipeline.sink.templates import mappings_dir
+
+    mapped: set[str] = set()
+
+    def walk(props: Mapping[str, Any], prefix: str) -> None:
+        for key, value in props.items():
+            if "properties" in value:
+                walk(value["properties"], f"{prefix}{key}.")
+            else:
+                mapped.add(f"{prefix}{key}")
+
+    for name in ("iolens-ecs@mappings", f"{stream}@package"):
+        body = json.loads((mappings_dir() / f"component_template.{name}.json").read_text())
+        walk(body["template"]["mappings"]["properties"], "")
+    missing: list[str] = []
+
+    def leaves(doc: Any, prefix: str) -> None:
+        if isinstance(doc, Mapping):
+            for key, value in doc.items():
+                leaves(value, f"{prefix}{key}.")
+        elif isinstance(doc, list) and doc and isinstance(doc[0], Mapping):
+            for item in doc:
+                leaves(item, prefix)
+        elif prefix[:-1] not in mapped:
+            missing.append(prefix[:-1])
+
+    leaves(source, "")
+    return sorted(set(missing))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test taking ``darshan_log`` runs once per distinct bundled and shared Darshan log."""
+    if "darshan_log" in metafunc.fixturenames:
+        logs = all_darshan_logs()
+        metafunc.parametrize("darshan_log", logs, ids=[p.name[:60] for p in logs])
+
+
+@pytest.fixture
+def darshan_inputs() -> Path:
+    """The darshan wheel's ``tests/input`` directory of bundled logs."""
+    return darshan_wheel_logs()
+
+
+@pytest.fixture
+def shared_darshan_logs() -> Path:
+    """``../shared/data/darshan-logs`` (fails when missing)."""
+    assert DARSHAN_SHARED.is_dir(), f"{DARSHAN_SHARED} is missing: the shared Darshan logs"
+    return DARSHAN_SHARED
+
+
+@pytest.fixture
+def unmapped_fields() -> Callable[[Mapping[str, Any], str], list[str]]:
+    """:func:`find_unmapped`: fields of a document its stream's templates do not map."""
+    return find_unmapped

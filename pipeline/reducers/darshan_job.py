@@ -454,7 +454,8 @@ def analyze(log: DarshanLog) -> JobAnalysis:
 
     * naive: bytes / (last end - first start) of the files' busy intervals (Equation 1);
     * critical: bytes / length of the critical path (the union of the busy intervals, II-D);
-    * darshan: POSIX bytes / Darshan's ``agg_time_by_slowest``;
+    * darshan: POSIX bytes (all records) / Darshan's ``agg_time_by_slowest``, which is
+      ``agg_perf_by_slowest`` of ``darshan-parser --perf``;
     * read / write: the direction's bytes / union of its records' read (write) intervals
       ``[F_READ_START, F_READ_START + F_READ_TIME]`` (the slowest rank's share of the time for
       a record reduced over all ranks).
@@ -600,7 +601,11 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     else:
         interface = None
     darshan_t = _darshan_time_by_slowest(log)
-    posix_bytes = psum("bytes_read") + psum("bytes_written")
+    pt = log.tables.get("POSIX")
+    # Darshan's own figure counts every POSIX record, the standard streams included
+    posix_bytes = (
+        float((pt.col("POSIX_BYTES_READ") + pt.col("POSIX_BYTES_WRITTEN")).sum()) if pt else 0.0
+    )
     m = _LOG_NAME.match(os.path.basename(log.path))
     exe_tokens = log.exe.split()
     job: dict[str, Any] = {

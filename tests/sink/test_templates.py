@@ -44,15 +44,25 @@ def test_load_templates_orders_ilm_component_index() -> None:
         ("ilm", "iolens-metrics"),
         ("component", "iolens-ecs@mappings"),
         ("component", "iolens@settings"),
+        ("component", "logs-darshan.file@package"),
+        ("component", "logs-darshan.job@package"),
+        ("component", "logs-iolens.io_diagnosis@package"),
+        ("component", "logs-slurm.job@package"),
         ("component", "metrics-fio.histogram@package"),
         ("component", "metrics-fio.latency@package"),
         ("component", "metrics-iolens.peer_anomaly@package"),
         ("component", "metrics-iolens.persistence@package"),
+        ("component", "metrics-lmt.ost@package"),
         ("component", "metrics-sysstat.diskio@package"),
+        ("index", "logs-darshan.file"),
+        ("index", "logs-darshan.job"),
+        ("index", "logs-iolens.io_diagnosis"),
+        ("index", "logs-slurm.job"),
         ("index", "metrics-fio.histogram"),
         ("index", "metrics-fio.latency"),
         ("index", "metrics-iolens.peer_anomaly"),
         ("index", "metrics-iolens.persistence"),
+        ("index", "metrics-lmt.ost"),
         ("index", "metrics-sysstat.diskio"),
     ]
 
@@ -187,18 +197,10 @@ def test_install_then_strict_mapping_rejects_unknown_fields(es_client: Elasticse
     messages = install(es_client, load_templates(), NO_ILM)
     assert messages == [
         "skipped ILM policy iolens-metrics: the cluster has no ILM",
-        "installed component template iolens-ecs@mappings (version 1)",
-        "installed component template iolens@settings (version 1)",
-        "installed component template metrics-fio.histogram@package (version 1)",
-        "installed component template metrics-fio.latency@package (version 1)",
-        "installed component template metrics-iolens.peer_anomaly@package (version 1)",
-        "installed component template metrics-iolens.persistence@package (version 1)",
-        "installed component template metrics-sysstat.diskio@package (version 1)",
-        "installed index template metrics-fio.histogram (version 1)",
-        "installed index template metrics-fio.latency (version 1)",
-        "installed index template metrics-iolens.peer_anomaly (version 1)",
-        "installed index template metrics-iolens.persistence (version 1)",
-        "installed index template metrics-sysstat.diskio (version 1)",
+        *(
+            f"installed {kind} template {name} (version 1)"
+            for kind, name in [(o.kind, o.name) for o in load_templates() if o.kind != "ilm"]
+        ),
         "ILM is not available: removed index.lifecycle.name from the settings component; "
         "index lifecycle is not managed and retention must be handled by hand",
     ]
