@@ -286,26 +286,32 @@ def _table(
 
 
 def _layouts(lustre: dict[int, dict[str, float]]) -> dict[int, Layout]:
+    """Lustre layouts from either naming generation; the first component (lowest number) of a
+    3.5 layout gives the stripe size and count, every component's OSTs are kept."""
     out: dict[int, Layout] = {}
     for rec, c in lustre.items():
+        comps: dict[int, dict[str, float]] = {}
         size = count = -1
         osts: set[int] = set()
         for name, v in c.items():
             if (m := _LUSTRE_NEW.match(name)) is not None:
-                first = m.group(1) == "0"
-                if m.group(3) is not None and v >= 0:
-                    osts.add(int(v))
-                elif first and m.group(2) == "STRIPE_SIZE":
-                    size = int(v)
-                elif first and m.group(2) == "STRIPE_COUNT":
-                    count = int(v)
+                if m.group(3) is not None:
+                    if v >= 0:
+                        osts.add(int(v))
+                else:
+                    comps.setdefault(int(m.group(1)), {})[m.group(2)] = v
             elif (m := _LUSTRE_OLD.match(name)) is not None:
-                if m.group(2) is not None and v >= 0:
-                    osts.add(int(v))
+                if m.group(2) is not None:
+                    if v >= 0:
+                        osts.add(int(v))
                 elif m.group(1) == "STRIPE_SIZE":
                     size = int(v)
                 elif m.group(1) == "STRIPE_WIDTH":
                     count = int(v)
+        if comps:
+            first = comps[min(comps)]
+            size = int(first.get("STRIPE_SIZE", -1))
+            count = int(first.get("STRIPE_COUNT", -1))
         out[rec] = Layout(max(size, 0), max(count, 0), tuple(sorted(osts)))
     return out
 
