@@ -1,0 +1,107 @@
+"""``iolens darshan diagnose`` and ``iolens darshan stats`` as users type them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli.main import main
+
+
+def test_diagnose_prints_the_critical_file_and_the_slow_ost(
+    darshan_inputs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["darshan", "diagnose", str(darshan_inputs / "sample-badost.darshan")]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "job 6265799  ior  2048 procs  N-N  POSIX  (sample-badost.darshan)"
+    assert "  low bandwidth: write  (more than 1000 procs" in out
+    assert lines[4] == "  critical files (3):"
+    assert lines[5].split() == [
+        "769.082",
+        "s",
+        "98.8%",
+        "OST",
+        "14",
+        "1",
+        "procs",
+        "/scratch1/scratchdirs/glock/test-scratch1/ior-posix.out.00001507",
+    ]
+    assert (
+        "    slow_ost [darshan]: OST 14 is slow: the job's 85 files on it ran at a median " in out
+    )
+    assert "  factors (write): Small 0.00  Small<1KiB 0.00  Non-consec 0.02  Coll 0  OST# 24" in out
+
+
+def test_diagnose_json_for_several_logs_and_a_bad_one(
+    darshan_inputs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.darshan"
+    bad.write_bytes(b"\0" * 64)
+    logs = [darshan_inputs / "sample.darshan", bad, darshan_inputs / "noposix.darshan"]
+    assert main(["darshan", "diagnose", "--json", "--top", "1", *map(str, logs)]) == 2
+    captured = capsys.readouterr()
+    first, second = (json.loads(line) for line in captured.out.splitlines())
+    assert (first["job_id"], first["interface"], first["pattern"]) == (
+        "4478544",
+        "MPI-IO collective",
+        "N-1",
+    )
+    assert first["critical_file_count"] == 1
+    assert first["critical_files"][0]["name"].endswith("/vpicio.hdf5")
+    assert [c["kind"] for c in first["causes"]] == ["contention", "dominant_file"]
+    assert first["factors"]["coll"] == 1.0
+    assert second["job_id"] == "83017637"
+    assert second["factors"]["small"] is None
+    assert f"iolens: {bad}: not a readable Darshan log" in captured.err
+
+
+def test_diagnose_options_override_the_thresholds(
+    darshan_inputs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = str(darshan_inputs / "sample-badost.darshan")
+    assert main(["darshan", "diagnose", "--json", "--max-bytes-per-s", "1e8", log]) == 0
+    assert json.loads(capsys.readouterr().out)["low_bandwidth"] == []
+
+
+@pytest.mark.integration
+def test_stats_over_indexed_jobs(
+    es_url: str, tmp_path: Path, darshan_inputs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns = f"st{uuid.uuid4().hex[:8]}"
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    for name in ("sample-badost.darshan", "sample.darshan", "sample-goodost.darshan"):
+        shutil.copy(darshan_inputs / name, drop / name)
+    for name in ("noposix.darshan", "sample-dxt-simple.darshan"):
+        shutil.copy(darshan_inputs / name, drop / name)
+    config = tmp_path / "iolens.yaml"
+    config.write_text(
+        f"elasticsearch: {{namespace: {ns}}}\nstate_dir: {tmp_path / 'state'}\n"
+        f"drops: [{{type: darshan, path: {drop}}}]\n"
+    )
+    base = ["--config", str(config), "--es-url", es_url]
+    assert main([*base, "run", "--once"]) == 0
+    capsys.readouterr()
+    assert main([*base, "darshan", "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["jobs"], stats["jobs_with_io"]) == (5, 5)
+    assert [r["exe"] for r in stats["top_write"]] == ["vpicio_uni", "ior", "a.out"]
+    assert stats["top_write"][0]["bytes"] == 2199023259968
+    assert stats["sharing_patterns"] == {"N-1": 3, "N-N": 2}
+    assert stats["interfaces_by_size"]["Medium"] == {
+        "jobs": 2,
+        "POSIX": 1.0,
+        "MPI-IO independent": 0.0,
+        "MPI-IO collective": 0.5,
+    }
+    assert stats["read_ratio_bins"]["0"] == 3
+    assert stats["read_ratio_bins"]["100"] == 1
+    assert main([*base, "darshan", "stats"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("jobs: 5 (5 with I/O)\n")
+    assert "file-sharing pattern (jobs with more than one process):" in text
