@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from elasticsearch import Elasticsearch
 
 from pipeline.cli.main import main
 
@@ -87,6 +88,9 @@ def test_stats_over_indexed_jobs(
     base = ["--config", str(config), "--es-url", es_url]
     assert main([*base, "run", "--once"]) == 0
     capsys.readouterr()
+    client = Elasticsearch(es_url)
+    client.indices.refresh(index=f"logs-darshan.job-{ns}")
+    client.close()
     assert main([*base, "darshan", "stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert (stats["jobs"], stats["jobs_with_io"]) == (5, 5)
