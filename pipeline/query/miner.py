@@ -249,11 +249,13 @@ class IOMiner:
             raise ValueError(f"table {tbl.name} has no job id to select by")
         caps = field_caps(self.client, index)
         fields = data_fields(caps)
-        paths: dict[str, str] = {c: tbl.path_of(c) for c in tbl.columns}
-        for path in fields:
+        paths: dict[str, str] = {}
+        for path in sorted(fields):
             col = tbl.column_of(path)
             if col is not None:
                 paths.setdefault(col, path)
+        for col in tbl.columns:
+            paths.setdefault(col, tbl.path_of(col))
         dates = frozenset(
             paths_col
             for path, types in fields.items()
@@ -266,7 +268,8 @@ class IOMiner:
             for name in columns:
                 col = normalize(name)
                 if col not in paths:
-                    raise ColumnError(name, paths, f"table {tbl.name}")
+                    extra = sorted(c for c in paths if c not in tbl.columns)
+                    raise ColumnError(name, [*tbl.columns, *extra], f"table {tbl.name}")
                 wanted.append(col)
             source = list(dict.fromkeys(paths[c] for c in wanted))
         filters: list[dict[str, Any]] = []

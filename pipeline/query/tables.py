@@ -20,7 +20,10 @@ slurm          ``logs-slurm.job-<ns>``             ``slurm.job.<x>`` -> ``<x>``;
 lmt            ``metrics-lmt.ost-<ns>``            ``lmt.ost.<x>`` -> ``<x>``;
                                                    ``lmt.ost.name`` -> ``ost_name``;
                                                    ``lmt.ost.index`` -> ``ost_index``
-io_diagnosis   ``logs-iolens.io_diagnosis-<ns>``   ``iolens.io_diagnosis.<x>`` -> ``<x>``
+io_diagnosis   ``logs-iolens.io_diagnosis-<ns>``   ``iolens.io_diagnosis.<x>`` -> ``<x>``;
+                                                   ``darshan.job.id`` -> ``job_id``;
+                                                   ``darshan.log.id`` -> ``log_id``;
+                                                   ``factors.<f>`` -> ``factors_<f>``
 =============  ==================================  ==========================================
 
 In every table ``@timestamp`` becomes ``timestamp``; ECS bookkeeping (``data_stream``,
@@ -131,7 +134,7 @@ TABLES: dict[str, Table] = {
                 "small_1k_ratio sharing_ratio pattern interfaces interface collective ost_count "
                 "file_count size_class no_io io_time_s read_time_s write_time_s "
                 "naive_bytes_per_s critical_bytes_per_s darshan_bytes_per_s read_bytes_per_s "
-                "write_bytes_per_s log_id log_name log_version log_partial"
+                "write_bytes_per_s partial log_id log_name log_version"
             ),
             dates=("start", "end"),
             job_id_field="darshan.job.id",
@@ -186,7 +189,16 @@ TABLES: dict[str, Table] = {
             name="io_diagnosis",
             stream="logs-iolens.io_diagnosis-{namespace}",
             prefix="iolens.io_diagnosis.",
-            columns=("timestamp",),
+            renames={"darshan.job.id": "job_id", "darshan.log.id": "log_id"},
+            columns=_words(
+                "timestamp job_id log_id exe user nprocs low_bandwidth low_directions direction "
+                "read_bytes_per_s write_bytes_per_s critical_bytes_per_s naive_bytes_per_s "
+                "io_time_s span_s critical_file_count critical_files factors_ost_count "
+                "factors_small factors_small_1k factors_non_consec factors_coll "
+                "factors_proc_per_ost slow_osts insights causes"
+            ),
+            job_id_field="iolens.io_diagnosis.job_id",
+            keys=("iolens.io_diagnosis.job_id", "iolens.io_diagnosis.log_id"),
             alias="diagnosis",
         ),
     )
