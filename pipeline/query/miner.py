@@ -10,7 +10,7 @@ read, and ``load`` queries the table's data stream with a range filter on ``@tim
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -209,11 +209,13 @@ class IOMiner:
         columns: Sequence[str] | None = None,
         job_ids: Sequence[str | int] | None = None,
         query: Mapping[str, Any] | None = None,
-    ) -> Iterator[pd.DataFrame]:
+    ) -> Generator[pd.DataFrame, None, None]:
         """The rows of :meth:`load` as one DataFrame per page of ``page_size`` hits.
 
         For tables too large to hold at once. Each frame has the same column rules as
-        :meth:`load`; a missing data stream or no match yields nothing.
+        :meth:`load`; a missing data stream or no match yields nothing. Closing the generator
+        early (``close()``, or leaving a ``for`` loop over it and dropping it) closes the
+        point in time.
 
         Raises:
             The same as :meth:`load`.

@@ -383,7 +383,9 @@ def slurm_documents(job: dict[str, Any]) -> list[dict[str, Any]]:
     start = _at(job["start"]) - timedelta(seconds=30)
     elapsed = job["run_time_s"] + 60.0
     nodes = [f"nid{int(job['id']) * 100 + k:05d}" for k in range(job["nodes"])]
-    records = [(job["id"], None, job["nodes"], job["nprocs"], nodes)]
+    records: list[tuple[str, str | None, int, int, list[str]]] = [
+        (job["id"], None, job["nodes"], job["nprocs"], nodes)
+    ]
     if job["id"] == "1003":
         records += [("1003.batch", "batch", 1, 1, nodes[:1]), ("1003.0", "0", 32, 1024, nodes)]
     if job["id"] == "1004":
