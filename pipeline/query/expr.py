@@ -122,6 +122,9 @@ def unit_factor(unit: str) -> float | None:
 def parse_quantity(text: str) -> float:
     """A number with an optional size unit and ``/s``: ``"1GB"`` -> 1e9, ``"2 KiB"`` -> 2048.0.
 
+    Units as in :data:`UNITS` and :data:`PREFIXES` (SI powers of 1000, IEC powers of 1024);
+    the seed's "1GB" (Algorithm 1) is 10^9 bytes, its "1GB" bandwidth 10^9 bytes/s.
+
     Raises:
         ValueError: not a number, or an unknown unit; the message names the text.
     """
@@ -379,6 +382,10 @@ class _Evaluator:
 
 def compile_filter(expr: str) -> Callable[[pd.DataFrame], pd.Series]:
     """Parse a filter string once; the result maps a DataFrame to its boolean row mask.
+
+    Seed 004 Algorithm 1 lines 14 and 23 (``filter("bytes written < 1GB")``). The string is
+    parsed by a recursive-descent parser into comparisons joined by ``and``/``or``; nothing
+    of it is evaluated as Python.
 
     Args:
         expr: e.g. ``"bytes written > 10GB and (pattern == 'N-1' or nprocs >= 1k)"``; the

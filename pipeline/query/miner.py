@@ -261,7 +261,7 @@ class IOMiner:
         dates = frozenset(
             paths_col
             for path, types in fields.items()
-            if "date" in types and (paths_col := tbl.column_of(path)) is not None
+            if types & {"date", "date_nanos"} and (paths_col := tbl.column_of(path)) is not None
         )
         wanted: list[str] | None = None
         source: list[str] | None = None

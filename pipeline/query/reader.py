@@ -96,15 +96,15 @@ def _open_pit(client: Elasticsearch, index: str, keep_alive: str, required: bool
     Raises:
         _NoPit: the cluster has no PIT API and ``required`` is False.
     """
-    try:
-        with request_errors(f"point in time on {index}"):
+    with request_errors(f"point in time on {index}"):
+        try:
             resp = client.open_point_in_time(index=index, keep_alive=keep_alive)
-    except ApiError as err:
-        if _index_missing(err):
-            return None
-        if required or err.status_code not in _UNSUPPORTED:
-            raise
-        raise _NoPit(f"HTTP {err.status_code}: {err.error}") from None
+        except ApiError as err:
+            if _index_missing(err):
+                return None
+            if required or err.status_code not in _UNSUPPORTED:
+                raise
+            raise _NoPit(f"HTTP {err.status_code}: {err.error}") from None
     return str(resp["id"])
 
 

@@ -141,7 +141,12 @@ class Tuples:
         return self._new(self._df[mask])
 
     def sort(self, by: str | Sequence[str], ascending: bool | Sequence[bool] = True) -> Tuples:
-        """Rows ordered by ``by`` (stable: ties keep their order; missing values last).
+        """Rows ordered by ``by`` (SQL ``ORDER BY``, seed 004 §II-A), stable: ties keep their
+        order; missing values come last.
+
+        Args:
+            by: column(s), the first most significant.
+            ascending: one flag for all columns or one per column.
 
         Raises:
             ColumnError: an unknown column.
