@@ -31,8 +31,8 @@ test: $(STAMP) sysdeps
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check pipeline tests bench
-	$(BIN)/ruff format --check pipeline tests bench
+	$(BIN)/ruff check pipeline tests bench examples
+	$(BIN)/ruff format --check pipeline tests bench examples
 	$(BIN)/mypy
 
 schema: $(STAMP)

@@ -29,11 +29,17 @@ FACTORS: tuple[str, ...] = ("small", "small_1k", "non_consec", "coll", "ost_coun
 """Factor names in the order IOMiner's tables print them (plus IOMiner's own < 1 KiB cut)."""
 
 
+def _value(c: Mapping[str, float | int | None], name: str) -> float | None:
+    """``c[name]`` as a float; None when missing, None or NaN (a pandas gap)."""
+    v = c.get(name)
+    return None if v is None or v != v else float(v)
+
+
 def _ops(c: Mapping[str, float | int | None], stem: str, direction: Direction) -> float:
     """``{stem}_reads`` and/or ``{stem}_writes`` (``stem`` '' gives ``reads``/``writes``)."""
     pre = f"{stem}_" if stem else ""
     names = {"read": ("reads",), "write": ("writes",), "both": ("reads", "writes")}[direction]
-    return float(sum((c.get(pre + n) or 0) for n in names))
+    return float(sum(_value(c, pre + n) or 0.0 for n in names))
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,8 @@ def file_factors(c: Mapping[str, float | int | None], direction: Direction) -> F
         c: the file's values by the names of the ``darshan.file`` table: ``reads``, ``writes``,
             ``small_reads``, ``small_writes``, ``small_1k_reads``, ``small_1k_writes``,
             ``consec_reads``, ``consec_writes``, ``coll_reads``, ``coll_writes`` (counts),
-            ``nprocs`` and ``stripe_count`` (None or 0 when not on Lustre).
+            ``nprocs`` and ``stripe_count`` (None or 0 when not on Lustre). None and NaN
+            both mean "not counted".
         direction: ``read``, ``write`` or ``both``.
 
     Returns:
@@ -63,13 +70,13 @@ def file_factors(c: Mapping[str, float | int | None], direction: Direction) -> F
         ``proc_per_ost`` is None without a stripe count.
     """
     ops = _ops(c, "", direction)
-    stripes = c.get("stripe_count") or 0
-    procs = c.get("nprocs") or 0
+    stripes = _value(c, "stripe_count") or 0
+    procs = _value(c, "nprocs") or 0
     ppo = float(procs) / float(stripes) if stripes and procs else None
     if ops <= 0:
         return FileFactors(None, None, None, None, ppo)
     # STDIO records have no size histogram nor CONSEC counters: their shares stay undefined.
-    counted = c.get("consec_reads") is not None or c.get("consec_writes") is not None
+    counted = _value(c, "consec_reads") is not None or _value(c, "consec_writes") is not None
     return FileFactors(
         small=_ops(c, "small", direction) / ops if counted else None,
         small_1k=_ops(c, "small_1k", direction) / ops if counted else None,

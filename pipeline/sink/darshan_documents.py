@@ -73,12 +73,12 @@ def job_document(
 def file_documents(
     ctx: DocContext, a: JobAnalysis, refs: tuple[LineRef, ...], created_ms: float
 ) -> Iterator[Document]:
-    """One ``logs-darshan.file`` document per file of the job; ``@timestamp`` is the file's
-    first activity (job start when it has none)."""
+    """One ``logs-darshan.file`` document per file of the job; ``@timestamp`` is the job start,
+    like the job's document, so a time range selects a job with all of its files (the file's
+    own activity is ``darshan.file.start_s``/``end_s`` from there)."""
     index = stream_name("logs", FILE_DATASET, ctx.namespace)
-    start_s = a.log.start_s
     for row in a.files:
-        source = _base(ctx, FILE_DATASET, start_s + (row["start_s"] or 0.0), created_ms)
+        source = _base(ctx, FILE_DATASET, a.log.start_s, created_ms)
         source["darshan"] = {
             "job": {"id": a.log.jobid},
             "log": {"id": a.log_id},

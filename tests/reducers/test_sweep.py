@@ -29,7 +29,8 @@ def union_length(starts: list[float], ends: list[float]) -> float:
 
 
 def test_the_seeds_figure_3() -> None:
-    # File1 0-10, File3 4-8, File2 6-12, File4 16-18: (File1, 0, 10), (File2, 10, 12), (File4, 16, 18)
+    # File1 0-10, File3 4-8, File2 6-12, File4 16-18 give (File1, 0, 10), (File2, 10, 12) and
+    # (File4, 16, 18)
     cs = covering_set([0, 4, 6, 16], [10, 8, 12, 18], ["File1", "File3", "File2", "File4"])
     assert [(s.label, s.start, s.end) for s in cs.segments] == [
         ("File1", 0, 10),
@@ -68,9 +69,9 @@ def test_mismatched_lengths_are_an_error() -> None:
 
 
 intervals = st.lists(
-    st.tuples(
-        st.integers(min_value=0, max_value=200), st.integers(min_value=0, max_value=60)
-    ).map(lambda t: (t[0] / 4, (t[0] + t[1]) / 4)),
+    st.tuples(st.integers(min_value=0, max_value=200), st.integers(min_value=0, max_value=60)).map(
+        lambda t: (t[0] / 4, (t[0] + t[1]) / 4)
+    ),
     min_size=0,
     max_size=60,
 )
@@ -92,9 +93,7 @@ def test_exclusive_times_tile_the_union(ivs: list[tuple[float, float]]) -> None:
     # every point of every interval is covered by some segment
     for s, e in ivs:
         if e > s:
-            covered = sum(
-                max(0.0, min(e, g.end) - max(s, g.start)) for g in cs.segments
-            )
+            covered = sum(max(0.0, min(e, g.end) - max(s, g.start)) for g in cs.segments)
             assert math.isclose(covered, e - s, abs_tol=1e-9)
 
 
