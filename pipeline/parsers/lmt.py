@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.table import HeaderedLines
 
 REQUIRED: tuple[str, ...] = ("TIMESTAMP", "OST_NAME", "READ_BYTES", "WRITE_BYTES")
 OPTIONAL: tuple[str, ...] = ("PCT_CPU", "KBYTES_FREE", "KBYTES_USED")
@@ -227,7 +228,7 @@ def parse_row(
     return LmtSample(ts, name, fs, index, read, write, cpu, free, used)
 
 
-class LmtCsvParser:
+class LmtCsvParser(HeaderedLines[LmtHeader, LmtSample]):
     """Parses LMT export lines chunk by chunk, remembering the header.
 
     A tail reads a file in chunks, so the header that names a chunk's columns may have come in
@@ -241,64 +242,23 @@ class LmtCsvParser:
         tz: the time zone of ``YYYY-MM-DD HH:MM:SS`` timestamps (the LMT database's).
     """
 
-    def __init__(self, path: str, header_line: str | None = None, tz: tzinfo = UTC) -> None:
-        self.path = path
-        self.tz = tz
-        self.header_line = header_line
-        self._header: LmtHeader | None = None
-        self._foreign = False
-        if header_line is not None:
-            try:
-                self._header = LmtHeader.parse(header_line, path, 0)
-            except ParseError:
-                self._foreign = True
+    no_header = "row before the header line (export with sqlite3 -header)"
 
-    def feed(
-        self, lines: Iterable[bytes | str], first_line_no: int
-    ) -> Iterator[LmtSample | ParseError]:
-        """Parse consecutive lines; a bad line yields its :class:`ParseError` and parsing goes on.
+    def is_header(self, line: str) -> bool:
+        """An export header names both ``TIMESTAMP`` and ``OST_NAME``."""
+        return is_header(line)
 
-        Empty lines are skipped. The rows under a header lacking a required column are skipped;
-        the header yields the one error for them. A value may be quoted (``"2018-04-18
-        07:35:15"``) but may not span lines.
+    def parse_header(self, line: str, line_no: int) -> LmtHeader:
+        """:meth:`LmtHeader.parse`."""
+        return LmtHeader.parse(line, self.path, line_no)
 
-        Args:
-            lines: lines without their ``\\n`` (bytes are decoded as UTF-8; a final ``\\r`` is
-                dropped).
-            first_line_no: 1-based number of the first line in its file.
-        """
-        for i, raw in enumerate(lines):
-            line_no = first_line_no + i
-            try:
-                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-            except UnicodeDecodeError as err:
-                yield ParseError(self.path, line_no, f"not UTF-8 text: {err.reason}")
-                continue
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            if is_header(line):
-                self.header_line = line
-                try:
-                    self._header, self._foreign = LmtHeader.parse(line, self.path, line_no), False
-                except ParseError as err:
-                    self._header, self._foreign = None, True
-                    yield err
-                continue
-            if self._foreign:
-                continue
-            if self._header is None:
-                yield ParseError(
-                    self.path, line_no, "row before the header line (export with sqlite3 -header)"
-                )
-                continue
-            try:
-                values = next(csv.reader([line], delimiter=self._header.delimiter, strict=True))
-                yield parse_row(values, self._header, self.path, line_no, self.tz)
-            except csv.Error as err:
-                yield ParseError(self.path, line_no, f"bad CSV: {err}")
-            except ParseError as err:
-                yield err
+    def parse_row(self, line: str, header: LmtHeader, line_no: int) -> LmtSample:
+        """One row; a value may be quoted (``"2018-04-18 07:35:15"``) but not span lines."""
+        try:
+            values = next(csv.reader([line], delimiter=header.delimiter, strict=True))
+        except csv.Error as err:
+            raise ParseError(self.path, line_no, f"bad CSV: {err}") from None
+        return parse_row(values, header, self.path, line_no, self.tz)
 
 
 def parse_lmt_csv(

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.table import HeaderedLines
 
 SACCT_FORMAT = (
     "JobID,JobIDRaw,User,JobName,Partition,Account,Start,End,Elapsed,State,ExitCode,"
@@ -404,7 +405,7 @@ def parse_row(
     )
 
 
-class SacctParser:
+class SacctParser(HeaderedLines[SacctHeader, SlurmJob]):
     """Parses sacct ``--parsable2``/``--parsable`` lines chunk by chunk, remembering the header.
 
     A tail reads a file in chunks, so the header that names a chunk's columns may have come in
@@ -418,62 +419,19 @@ class SacctParser:
         tz: the time zone sacct printed Start/End in (the ``TZ`` of the host that ran it).
     """
 
-    def __init__(self, path: str, header_line: str | None = None, tz: tzinfo = UTC) -> None:
-        self.path = path
-        self.tz = tz
-        self.header_line = header_line
-        self._header: SacctHeader | None = None
-        self._foreign = False
-        if header_line is not None:
-            try:
-                self._header = SacctHeader.parse(header_line, path, 0)
-            except ParseError:
-                self._foreign = True
+    no_header = "row before the sacct header line (run sacct without --noheader)"
 
-    def feed(
-        self, lines: Iterable[bytes | str], first_line_no: int
-    ) -> Iterator[SlurmJob | ParseError]:
-        """Parse consecutive lines; a bad line yields its :class:`ParseError` and parsing goes on.
+    def is_header(self, line: str) -> bool:
+        """A sacct header line (it names ``JobID`` or ``JobIDRaw``)."""
+        return is_header(line)
 
-        Empty lines are skipped. The rows under a header lacking a required column are skipped;
-        the header yields the one error for them.
+    def parse_header(self, line: str, line_no: int) -> SacctHeader:
+        """:meth:`SacctHeader.parse`."""
+        return SacctHeader.parse(line, self.path, line_no)
 
-        Args:
-            lines: lines without their ``\\n`` (bytes are decoded as UTF-8; a final ``\\r`` is
-                dropped).
-            first_line_no: 1-based number of the first line in its file.
-        """
-        for i, raw in enumerate(lines):
-            line_no = first_line_no + i
-            try:
-                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-            except UnicodeDecodeError as err:
-                yield ParseError(self.path, line_no, f"not UTF-8 text: {err.reason}")
-                continue
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            if is_header(line):
-                self.header_line = line
-                try:
-                    self._header, self._foreign = SacctHeader.parse(line, self.path, line_no), False
-                except ParseError as err:
-                    self._header, self._foreign = None, True
-                    yield err
-                continue
-            if self._foreign:
-                continue
-            if self._header is None:
-                yield ParseError(
-                    self.path,
-                    line_no,
-                    "row before the sacct header line (run sacct without --noheader)",
-                )
-                continue
-            try:
-                yield parse_row(line.split("|"), self._header, self.path, line_no, self.tz)
-            except ParseError as err:
-                yield err
+    def parse_row(self, line: str, header: SacctHeader, line_no: int) -> SlurmJob:
+        """One ``|``-separated row."""
+        return parse_row(line.split("|"), header, self.path, line_no, self.tz)
 
 
 def parse_sacct(

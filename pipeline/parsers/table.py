@@ -1,0 +1,106 @@
+"""Line-fed parsing of exported tables whose header line names the columns (sacct, LMT).
+
+A tail reads a file in chunks, so the header naming a chunk's columns may have come in an
+earlier chunk: :attr:`HeaderedLines.header_line` is that header's text, to persist with the
+file offset and pass back on resume. A later line that is itself a header (several exports
+appended to one file) replaces it. Subclasses say what a header is, how to read it and how to
+read a row; this class does the decoding, the blank lines, rows before any header and rows
+under a header that could not be read. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import UTC, tzinfo
+from typing import Generic, TypeVar
+
+from pipeline.parsers.errors import ParseError
+
+H = TypeVar("H")
+R = TypeVar("R")
+
+
+class HeaderedLines(Generic[H, R]):
+    """Parses table lines chunk by chunk, remembering the header in force.
+
+    Args:
+        path: the input file, for errors.
+        header_line: the header in force before the first line fed (None at a file's start).
+        tz: the time zone of local date-times in the rows.
+
+    Subclasses set :attr:`no_header` (the reason given for a row before any header) and
+    implement :meth:`is_header`, :meth:`parse_header` and :meth:`parse_row`.
+    """
+
+    no_header = "row before the header line"
+
+    def __init__(self, path: str, header_line: str | None = None, tz: tzinfo = UTC) -> None:
+        self.path = path
+        self.tz = tz
+        self.header_line = header_line
+        self._header: H | None = None
+        self._foreign = False
+        if header_line is not None:
+            try:
+                self._header = self.parse_header(header_line, 0)
+            except ParseError:
+                self._foreign = True
+
+    def is_header(self, line: str) -> bool:
+        """Whether ``line`` is a header line."""
+        raise NotImplementedError
+
+    def parse_header(self, line: str, line_no: int) -> H:
+        """Read a header line.
+
+        Raises:
+            ParseError: it lacks a required column (the rows under it are skipped).
+        """
+        raise NotImplementedError
+
+    def parse_row(self, line: str, header: H, line_no: int) -> R:
+        """Read one data row under ``header``.
+
+        Raises:
+            ParseError: naming the line and what is wrong with it.
+        """
+        raise NotImplementedError
+
+    def feed(self, lines: Iterable[bytes | str], first_line_no: int) -> Iterator[R | ParseError]:
+        """Parse consecutive lines; a bad line yields its :class:`ParseError` and parsing goes on.
+
+        Empty lines are skipped. The rows under a header lacking a required column are skipped;
+        the header yields the one error for them.
+
+        Args:
+            lines: lines without their ``\\n`` (bytes are decoded as UTF-8; a final ``\\r`` is
+                dropped).
+            first_line_no: 1-based number of the first line in its file.
+        """
+        for i, raw in enumerate(lines):
+            line_no = first_line_no + i
+            try:
+                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            except UnicodeDecodeError as err:
+                yield ParseError(self.path, line_no, f"not UTF-8 text: {err.reason}")
+                continue
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            if self.is_header(line):
+                self.header_line = line
+                try:
+                    self._header, self._foreign = self.parse_header(line, line_no), False
+                except ParseError as err:
+                    self._header, self._foreign = None, True
+                    yield err
+                continue
+            if self._foreign:
+                continue
+            if self._header is None:
+                yield ParseError(self.path, line_no, self.no_header)
+                continue
+            try:
+                yield self.parse_row(line, self._header, line_no)
+            except ParseError as err:
+                yield err
