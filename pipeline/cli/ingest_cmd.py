@@ -5,34 +5,48 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pydantic import ValidationError
 from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
-from pipeline.settings import ConfigError
+from pipeline.settings import DEFAULT_PATTERNS, ConfigError, DropSettings
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(name, help="ingest the given files once", description=__doc__)
-    p.add_argument("--type", required=True, choices=["fio-hist"], help="input format")
+    p.add_argument("--type", required=True, choices=sorted(DEFAULT_PATTERNS), help="input format")
+    p.add_argument("--tz", default="UTC", help="time zone of local times (slurm, lmt)")
     p.add_argument("--state-dir", help="registry, spool and dead letters (default: config)")
     p.add_argument("FILE", nargs="+", type=Path)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Ingest, flush, compute the merged percentiles and print a summary."""
+    """Ingest, flush, compute what the files feed (merged percentiles) and print a summary.
+
+    Raises:
+        ConfigError: a file is missing, or a bad ``--tz``.
+    """
     settings = settings_from_args(args)
     if args.state_dir:
         settings = settings.model_copy(update={"state_dir": args.state_dir})
     missing = [str(f) for f in args.FILE if not f.is_file()]
     if missing:
         raise ConfigError(f"no such file: {', '.join(missing)}")
+    try:
+        DropSettings(type=args.type, path=".", tz=args.tz)
+    except ValidationError as err:
+        raise ConfigError(f"--tz: {err.errors()[0]['msg']}") from None
     with Cluster(settings) as cluster:
         job = MainJob(settings, cluster.client)
+        job.once = True
         try:
-            job.ingest([(f, None) for f in args.FILE])
+            drops = [
+                DropSettings(type=args.type, path=str(f.parent), tz=args.tz) for f in args.FILE
+            ]
+            job.ingest(list(zip(args.FILE, drops, strict=True)))
             summary = job.finish()
         finally:
             job.close()

@@ -139,7 +139,8 @@ class MainJob:
         self.summary = RunSummary()
         self._read_keys: set[str] = set()
         self.darshan_pool = DarshanPool(settings.darshan.workers)
-        self._once = False
+        self.once = False
+        """Whole-file inputs are complete as found (no wait for them to be stable)."""
         self._load_anchors()
 
     def _peer_job(self, settings: Settings, client: Client, clock: Callable[[], float]) -> PeerJob:
@@ -251,7 +252,7 @@ class MainJob:
                 key,
                 p,
                 self.darshan_pool,
-                stable_s=0.0 if self._once else ds.stable_s,
+                stable_s=0.0 if self.once else ds.stable_s,
                 thresholds=Thresholds(ds.min_nprocs, ds.min_bytes_per_proc, ds.max_bytes_per_s),
                 evidence=self._darshan_evidence,
                 clock=self.clock,
@@ -498,7 +499,7 @@ class MainJob:
 
         Whole-file inputs are read as they are (no wait for them to be stable).
         """
-        self._once = True
+        self.once = True
         self.ingest([*self._drop_files(), *extra])
         return self.finish()
 

@@ -109,3 +109,27 @@ def test_stats_over_indexed_jobs(
     text = capsys.readouterr().out
     assert text.startswith("jobs: 5 (5 with I/O)\n")
     assert "file-sharing pattern (jobs with more than one process):" in text
+
+
+@pytest.mark.integration
+def test_ingest_takes_darshan_logs_and_lmt_exports(
+    es_url: str, tmp_path: Path, darshan_inputs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns = f"in{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "iolens.yaml"
+    config.write_text(f"elasticsearch: {{namespace: {ns}}}\nstate_dir: {tmp_path / 'state'}\n")
+    base = ["--config", str(config), "--es-url", es_url, "ingest"]
+    log = darshan_inputs / "sample-goodost.darshan"
+    assert main([*base, "--type", "darshan", str(log)]) == 0
+    lmt = Path(__file__).resolve().parents[1] / "data" / "lmt" / "lmtdb-reset.csv"
+    assert main([*base, "--type", "lmt", "--tz", "America/Los_Angeles", str(lmt)]) == 0
+    client = Elasticsearch(es_url)
+    try:
+        client.indices.refresh(index=f"logs-darshan.*-{ns},metrics-lmt.ost-{ns}")
+        assert client.count(index=f"logs-darshan.job-{ns}")["count"] == 1
+        assert client.count(index=f"logs-darshan.file-{ns}")["count"] == 48
+        assert client.count(index=f"metrics-lmt.ost-{ns}")["count"] == 25
+    finally:
+        client.close()
+    assert main([*base, "--type", "lmt", "--tz", "Mars/Olympus", str(lmt)]) == 2
+    assert "--tz: Value error, unknown time zone 'Mars/Olympus'" in capsys.readouterr().err
