@@ -44,6 +44,7 @@ stop: $(STAMP)
 bench: $(STAMP) sysdeps
 	$(BIN)/python bench/fio_hist.py
 	$(BIN)/python bench/peer_diagnosis.py
+	$(BIN)/python bench/darshan_ingest.py
 
 clean: stop
 	rm -rf var
