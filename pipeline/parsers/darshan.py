@@ -118,6 +118,22 @@ class ModuleTable:
         out[out < 0] = 0.0
         return out
 
+    def block(self, names: list[str]) -> npt.NDArray[np.float64]:
+        """Counters ``names`` of every record as one float64 array, shape ``(n, len(names))``;
+        absent counters and −1 ("not monitored") read as 0."""
+        out = np.zeros((len(self), len(names)), dtype=np.float64)
+        for is_float, src in ((False, self.counters), (True, self.fcounters)):
+            at, cols = [], []
+            for j, name in enumerate(names):
+                where = self._index.get(name)
+                if where is not None and where[0] is is_float:
+                    at.append(j)
+                    cols.append(where[1])
+            if at:
+                out[:, at] = src[:, cols]
+        out[out < 0] = 0.0
+        return out
+
     def select(self, mask: npt.NDArray[np.bool_]) -> ModuleTable:
         """The records where ``mask`` is true."""
         return ModuleTable(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,48 +127,62 @@ class _Files:
     busy: F64
 
 
-def _sizes(t: ModuleTable, op: str, bins: tuple[str, ...]) -> F64:
-    prefix = t.module.replace("-", "")
-    out = np.zeros(len(t), dtype=np.float64)
-    for b in bins:
-        out += t.col(f"{prefix}_SIZE_{op}_{b}")
-    return out
+_COUNTERS: dict[str, str] = {
+    "bytes_read": "{p}_BYTES_READ",
+    "bytes_written": "{p}_BYTES_WRITTEN",
+    "reads": "{p}_READS",
+    "writes": "{p}_WRITES",
+    "read_time_s": "{p}_F_READ_TIME",
+    "write_time_s": "{p}_F_WRITE_TIME",
+    "meta_time_s": "{p}_F_META_TIME",
+    "read_start_s": "{p}_F_READ_START_TIMESTAMP",
+    "read_end_s": "{p}_F_READ_END_TIMESTAMP",
+    "write_start_s": "{p}_F_WRITE_START_TIMESTAMP",
+    "write_end_s": "{p}_F_WRITE_END_TIMESTAMP",
+    "open_start_s": "{p}_F_OPEN_START_TIMESTAMP",
+    "close_end_s": "{p}_F_CLOSE_END_TIMESTAMP",
+    "slowest_rank_time_s": "{p}_F_SLOWEST_RANK_TIME",
+    "fastest_rank_time_s": "{p}_F_FASTEST_RANK_TIME",
+    "slowest_rank_bytes": "{p}_SLOWEST_RANK_BYTES",
+    "fastest_rank_bytes": "{p}_FASTEST_RANK_BYTES",
+}
+"""``darshan.file`` name -> Darshan counter (``{p}``: POSIX, MPIIO or STDIO)."""
+
+_POSIX_ONLY: dict[str, tuple[str, ...]] = {
+    "consec_reads": ("POSIX_CONSEC_READS",),
+    "consec_writes": ("POSIX_CONSEC_WRITES",),
+    "seq_reads": ("POSIX_SEQ_READS",),
+    "seq_writes": ("POSIX_SEQ_WRITES",),
+    "small_reads": tuple(f"POSIX_SIZE_READ_{b}" for b in SMALL_BINS),
+    "small_writes": tuple(f"POSIX_SIZE_WRITE_{b}" for b in SMALL_BINS),
+    "small_1k_reads": tuple(f"POSIX_SIZE_READ_{b}" for b in SMALL_BINS[:2]),
+    "small_1k_writes": tuple(f"POSIX_SIZE_WRITE_{b}" for b in SMALL_BINS[:2]),
+    "not_aligned": ("POSIX_FILE_NOT_ALIGNED",),
+    "mem_not_aligned": ("POSIX_MEM_NOT_ALIGNED",),
+}
+"""``darshan.file`` name -> the POSIX counters it sums (0 for STDIO, which has none)."""
 
 
 def _record_columns(t: ModuleTable) -> dict[str, F64]:
-    """The per-record values the tables need, by ``darshan.file`` name."""
+    """The per-record values the tables need, by ``darshan.file`` name (one gather of the
+    counters, as float64, "not monitored" −1 read as 0)."""
     p = t.module.replace("-", "")
+    names = [c.format(p=p) for c in _COUNTERS.values()]
     posix = t.module == "POSIX"
+    if posix:
+        names += [c for group in _POSIX_ONLY.values() for c in group]
+    block = t.block(names)
+    cols = {key: block[:, i] for i, key in enumerate(_COUNTERS)}
+    at = len(_COUNTERS)
     zeros = np.zeros(len(t), dtype=np.float64)
-    cols = {
-        "bytes_read": t.col(f"{p}_BYTES_READ"),
-        "bytes_written": t.col(f"{p}_BYTES_WRITTEN"),
-        "reads": t.col(f"{p}_READS"),
-        "writes": t.col(f"{p}_WRITES"),
-        "consec_reads": t.col("POSIX_CONSEC_READS") if posix else zeros,
-        "consec_writes": t.col("POSIX_CONSEC_WRITES") if posix else zeros,
-        "seq_reads": t.col("POSIX_SEQ_READS") if posix else zeros,
-        "seq_writes": t.col("POSIX_SEQ_WRITES") if posix else zeros,
-        "small_reads": _sizes(t, "READ", SMALL_BINS) if posix else zeros,
-        "small_writes": _sizes(t, "WRITE", SMALL_BINS) if posix else zeros,
-        "small_1k_reads": _sizes(t, "READ", SMALL_BINS[:2]) if posix else zeros,
-        "small_1k_writes": _sizes(t, "WRITE", SMALL_BINS[:2]) if posix else zeros,
-        "not_aligned": t.col("POSIX_FILE_NOT_ALIGNED") if posix else zeros,
-        "mem_not_aligned": t.col("POSIX_MEM_NOT_ALIGNED") if posix else zeros,
-        "read_time_s": t.col(f"{p}_F_READ_TIME"),
-        "write_time_s": t.col(f"{p}_F_WRITE_TIME"),
-        "meta_time_s": t.col(f"{p}_F_META_TIME"),
-        "read_start_s": t.col(f"{p}_F_READ_START_TIMESTAMP"),
-        "read_end_s": t.col(f"{p}_F_READ_END_TIMESTAMP"),
-        "write_start_s": t.col(f"{p}_F_WRITE_START_TIMESTAMP"),
-        "write_end_s": t.col(f"{p}_F_WRITE_END_TIMESTAMP"),
-        "open_start_s": t.col(f"{p}_F_OPEN_START_TIMESTAMP"),
-        "close_end_s": t.col(f"{p}_F_CLOSE_END_TIMESTAMP"),
-        "slowest_rank_time_s": t.col(f"{p}_F_SLOWEST_RANK_TIME"),
-        "fastest_rank_time_s": t.col(f"{p}_F_FASTEST_RANK_TIME"),
-        "slowest_rank_bytes": t.col(f"{p}_SLOWEST_RANK_BYTES"),
-        "fastest_rank_bytes": t.col(f"{p}_FASTEST_RANK_BYTES"),
-    }
+    for key, group in _POSIX_ONLY.items():
+        if posix:
+            cols[key] = (
+                block[:, at : at + len(group)].sum(axis=1) if len(group) > 1 else block[:, at]
+            )
+            at += len(group)
+        else:
+            cols[key] = zeros
     return cols
 
 
@@ -279,30 +294,21 @@ def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
         shared_any = np.bincount(inv, weights=(t.ranks < 0).astype(np.float64), minlength=k)
         nrec = np.bincount(inv, minlength=k)
         nprocs = np.where(shared_any > 0, log.nprocs, nrec).astype(np.int64)
-        agg: dict[str, F64] = {}
-        for name, v in cols.items():
-            if name.endswith("_start_s"):
-                w = np.where(v > 0, v, np.inf)
-                m = np.full(k, np.inf)
-                np.minimum.at(m, inv, w)
-                m[~np.isfinite(m)] = 0.0
-                agg[name] = m
-            elif name.endswith("_end_s") or name.startswith(("slowest", "fastest")):
-                m = np.zeros(k)
-                np.maximum.at(m, inv, v)
-                agg[name] = m
-            else:
-                agg[name] = np.bincount(inv, weights=v, minlength=k).astype(np.float64)
-        s_ = np.where(end > start, start, np.inf)
-        fs = np.full(k, np.inf)
-        np.minimum.at(fs, inv, s_)
-        fe = np.zeros(k)
-        np.maximum.at(fe, inv, np.where(end > start, end, 0.0))
-        fs[~np.isfinite(fs)] = 0.0
-        fb = np.zeros(k)
-        np.maximum.at(fb, inv, end - start)
-        # record-level busy intervals stay available for the sweep
+        busy = end > start
+        agg = _reduce_per_file(
+            {
+                **cols,
+                "busy_start_s": np.where(busy, start, 0.0),
+                "busy_end_s": np.where(busy, end, 0.0),
+                "slowest_busy_s": end - start,
+            },
+            inv,
+            k,
+        )
+        fs, fe, fb = agg.pop("busy_start_s"), agg.pop("busy_end_s"), agg.pop("slowest_busy_s")
+        # record-level busy intervals and columns stay available for the sweep
         extra.setdefault("intervals", []).append((mod, t.ids, start, end))
+        extra.setdefault("record_cols", []).append((t.ranks, cols))
         modules += [mod] * k
         ids_l.append(u)
         nprocs_l.append(nprocs)
@@ -347,8 +353,133 @@ def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
     return files, extra
 
 
+_INT_COLUMNS = (
+    "bytes_read",
+    "bytes_written",
+    "reads",
+    "writes",
+    "coll_reads",
+    "coll_writes",
+    "indep_reads",
+    "indep_writes",
+    "slowest_rank_bytes",
+    "fastest_rank_bytes",
+)
+_POSIX_COLUMNS = (
+    "consec_reads",
+    "consec_writes",
+    "seq_reads",
+    "seq_writes",
+    "small_reads",
+    "small_writes",
+    "small_1k_reads",
+    "small_1k_writes",
+    "not_aligned",
+    "mem_not_aligned",
+)
+_FLOAT_COLUMNS = (
+    "read_time_s",
+    "write_time_s",
+    "meta_time_s",
+    "read_start_s",
+    "read_end_s",
+    "write_start_s",
+    "write_end_s",
+    "slowest_rank_time_s",
+    "fastest_rank_time_s",
+)
+
+
+def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
+    """One dict per file, by ``darshan.file`` field name; undefined values are left out
+    (STDIO's request shares, stripes off Lustre). Built column-wise: each row is one
+    ``dict(zip(names, values))``."""
+    c = files.cols
+    n = len(files.ids)
+    if not n:
+        return []
+    ids = files.ids.tolist()
+    nprocs = files.nprocs.tolist()
+    base_keys = ("record_id", "name", "module", "nprocs", "shared", "start_s", "end_s", "busy_s")
+    base_cols: list[list[Any]] = [
+        [str(i) for i in ids],
+        [log.names.get(i, str(i)) for i in ids],
+        files.module,
+        nprocs,
+        [p > 1 for p in nprocs],
+        files.start.tolist(),
+        files.end.tolist(),
+        files.busy.tolist(),
+    ]
+    value_cols = [c[k].astype(np.int64).tolist() for k in _INT_COLUMNS]
+    value_cols += [c[k].tolist() for k in _FLOAT_COLUMNS]
+    posix_cols = [c[k].astype(np.int64).tolist() for k in _POSIX_COLUMNS]
+    keys = (*base_keys, *_INT_COLUMNS, *_FLOAT_COLUMNS)
+    posix_keys = (*keys, *_POSIX_COLUMNS)
+    rows: list[dict[str, Any]] = []
+    for i, values in enumerate(zip(*base_cols, *value_cols, strict=True)):
+        if files.module[i] == "POSIX":
+            row = dict(zip(posix_keys, (*values, *(col[i] for col in posix_cols)), strict=True))
+        else:
+            row = dict(zip(keys, values, strict=True))
+        lay = log.layouts.get(ids[i])
+        if lay is None:
+            row["osts"] = []
+        else:
+            row["stripe_size"] = lay.stripe_size
+            row["stripe_count"] = lay.stripe_count
+            row["osts"] = list(lay.osts)
+            if lay.stripe_count:
+                row["proc_per_ost"] = nprocs[i] / lay.stripe_count
+        rows.append(row)
+    return rows
+
+
+def _reduce_per_file(columns: dict[str, F64], inv: npt.NDArray[np.intp], k: int) -> dict[str, F64]:
+    """Record columns reduced per file in a few whole-array operations: ``*_start_s`` by the
+    smallest value > 0 (0 when none is), ``*_end_s`` and the slowest/fastest-rank values by
+    maximum, everything else by sum.
+
+    Args:
+        columns: per-record columns, each shape ``(n,)``.
+        inv: file index of each record, shape ``(n,)`` (``np.unique``'s inverse).
+        k: number of files.
+    """
+    names = list(columns)
+    block = np.column_stack([columns[nm] for nm in names]) if names else np.zeros((len(inv), 0))
+    if k == len(inv):  # one record per file, the common case: a permutation
+        out = np.empty_like(block)
+        out[inv] = block
+        return {nm: out[:, j] for j, nm in enumerate(names)}
+    order = np.argsort(inv, kind="stable")
+    sorted_block = block[order]
+    starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
+    is_min = np.array([nm.endswith("_start_s") for nm in names], dtype=bool)
+    is_max = np.array(
+        [nm.endswith("_end_s") or nm.startswith(("slowest", "fastest")) for nm in names],
+        dtype=bool,
+    )
+    result = np.add.reduceat(sorted_block, starts, axis=0)
+    if is_max.any():
+        result[:, is_max] = np.maximum.reduceat(sorted_block[:, is_max], starts, axis=0)
+    if is_min.any():
+        firsts = np.where(sorted_block[:, is_min] > 0, sorted_block[:, is_min], np.inf)
+        mins = np.minimum.reduceat(firsts, starts, axis=0)
+        mins[~np.isfinite(mins)] = 0.0
+        result[:, is_min] = mins
+    return {nm: result[:, j] for j, nm in enumerate(names)}
+
+
 def _union(starts: F64, ends: F64) -> float:
-    return covering_set(starts, ends).union if len(starts) else 0.0
+    """Length of the union of intervals (sorted starts, running maximum of the ends)."""
+    ok = ends > starts
+    if not ok.any():
+        return 0.0
+    order = np.argsort(starts[ok], kind="stable")
+    s, e = starts[ok][order], ends[ok][order]
+    reach = np.maximum.accumulate(e)
+    gaps = np.clip(s[1:] - reach[:-1], 0.0, None).sum()
+    return float(reach[-1] - s[0] - gaps)
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -412,25 +543,33 @@ def ost_stats(
     Returns:
         One :class:`OstStat` per OST the job's files are on, by OST index.
     """
-    per: dict[int, list[tuple[float, float]]] = {}
+    bws: dict[int, list[float]] = {}
+    last: dict[int, float] = {}
     for f in files:
+        osts = f["osts"]
         nbytes = f["bytes_read"] + f["bytes_written"]
-        if not f.get("osts") or f["busy_s"] <= 0 or nbytes <= 0:
+        if not osts or f["busy_s"] <= 0 or nbytes <= 0:
             continue
-        for o in f["osts"]:
-            per.setdefault(o, []).append((nbytes / f["busy_s"], f["end_s"]))
-    med = {o: float(np.median([b for b, _ in v])) for o, v in per.items()}
-    eligible = [o for o, v in per.items() if len(v) >= min_files]
-    overall = float(np.median([med[o] for o in eligible])) if len(eligible) >= 3 else None
+        bw, end = nbytes / f["busy_s"], f["end_s"]
+        for o in osts:
+            if o in bws:
+                bws[o].append(bw)
+                if end > last[o]:
+                    last[o] = end
+            else:
+                bws[o], last[o] = [bw], end
+    med = {o: statistics.median(v) for o, v in bws.items()}
+    eligible = [o for o, v in bws.items() if len(v) >= min_files]
+    overall = statistics.median([med[o] for o in eligible]) if len(eligible) >= 3 else None
     return tuple(
         OstStat(
             o,
-            len(per[o]),
+            len(bws[o]),
             med[o],
-            max(e for _, e in per[o]),
-            overall is not None and o in eligible and med[o] < ratio * overall,
+            last[o],
+            overall is not None and len(bws[o]) >= min_files and med[o] < ratio * overall,
         )
-        for o in sorted(per)
+        for o in sorted(bws)
     )
 
 
@@ -466,66 +605,7 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     files, extra = _group_files(log)
     n = len(files.ids)
     c = files.cols
-    rows: list[dict[str, Any]] = []
-    for i in range(n):
-        rid = int(files.ids[i])
-        lay = log.layouts.get(rid)
-        posix = files.module[i] == "POSIX"
-        row: dict[str, Any] = {
-            "record_id": str(rid),
-            "name": log.names.get(rid, str(rid)),
-            "module": files.module[i],
-            "nprocs": int(files.nprocs[i]),
-            "shared": bool(files.nprocs[i] > 1),
-            "start_s": float(files.start[i]),
-            "end_s": float(files.end[i]),
-            "busy_s": float(files.busy[i]),
-            "stripe_size": lay.stripe_size if lay else None,
-            "stripe_count": lay.stripe_count if lay else None,
-            "osts": list(lay.osts) if lay else [],
-        }
-        for name in (
-            "bytes_read",
-            "bytes_written",
-            "reads",
-            "writes",
-            "coll_reads",
-            "coll_writes",
-            "indep_reads",
-            "indep_writes",
-            "slowest_rank_bytes",
-            "fastest_rank_bytes",
-        ):
-            row[name] = int(c[name][i])
-        for name in (
-            "consec_reads",
-            "consec_writes",
-            "seq_reads",
-            "seq_writes",
-            "small_reads",
-            "small_writes",
-            "small_1k_reads",
-            "small_1k_writes",
-            "not_aligned",
-            "mem_not_aligned",
-        ):
-            row[name] = int(c[name][i]) if posix else None
-        for name in (
-            "read_time_s",
-            "write_time_s",
-            "meta_time_s",
-            "read_start_s",
-            "read_end_s",
-            "write_start_s",
-            "write_end_s",
-            "slowest_rank_time_s",
-            "fastest_rank_time_s",
-        ):
-            row[name] = float(c[name][i])
-        sc = row["stripe_count"]
-        row["proc_per_ost"] = row["nprocs"] / sc if sc else None
-        rows.append(row)
-
+    rows = _file_rows(log, files)
     bytes_read = float(c["bytes_read"].sum()) if n else 0.0
     bytes_written = float(c["bytes_written"].sum()) if n else 0.0
     total = bytes_read + bytes_written
@@ -546,8 +626,8 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     st = np.concatenate(starts) if starts else np.zeros(0)
     en = np.concatenate(ends) if ends else np.zeros(0)
     cover = covering_set(st, en, labels)
-    read_u = _direction_union(log, "READ")
-    write_u = _direction_union(log, "WRITE")
+    read_u = _direction_union(extra, "read", log.run_time_s)
+    write_u = _direction_union(extra, "write", log.run_time_s)
     span = cover.span
     direction: Direction = "write" if bytes_written >= bytes_read else "read"
     by_key = {f"{r['module']}:{r['record_id']}": r for r in rows}
@@ -574,7 +654,7 @@ def analyze(log: DarshanLog) -> JobAnalysis:
                 excl / cover.union if cover.union > 0 else 0.0,
                 tuple(r["osts"]),
                 r["nprocs"],
-                r["stripe_count"] or 0,
+                r.get("stripe_count") or 0,
                 values,
             )
         )
@@ -669,29 +749,24 @@ def size_class(nprocs: int) -> str:
     return "Large"
 
 
-def _direction_union(log: DarshanLog, op: str) -> float:
-    """Union length of the records' intervals of one direction (``READ`` or ``WRITE``)."""
+def _direction_union(extra: dict[str, Any], op: str, run_time_s: float) -> float:
+    """Union length of the records' intervals of one direction (``read`` or ``write``):
+    ``[F_<OP>_START, F_<OP>_START + F_<OP>_TIME]``, for a record reduced over all ranks the
+    slowest rank's share of the time (its time in proportion to the record's whole time)."""
     starts: list[F64] = []
     ends: list[F64] = []
-    for mod in ("POSIX", "STDIO"):
-        t = log.tables.get(mod)
-        if t is None or not len(t):
-            continue
-        p = t.module
-        s = t.col(f"{p}_F_{op}_START_TIMESTAMP")
-        dt = t.col(f"{p}_F_{op}_TIME")
-        shared = t.ranks < 0
+    for ranks, cols in extra.get("record_cols", []):
+        s = cols[f"{op}_start_s"]
+        dt = cols[f"{op}_time_s"]
+        shared = ranks < 0
         if shared.any():
-            whole = (
-                t.col(f"{p}_F_READ_TIME") + t.col(f"{p}_F_WRITE_TIME") + t.col(f"{p}_F_META_TIME")
-            )
-            slow = t.col(f"{p}_F_SLOWEST_RANK_TIME")
+            whole = cols["read_time_s"] + cols["write_time_s"] + cols["meta_time_s"]
             share = np.divide(dt, whole, out=np.zeros_like(dt), where=whole > 0)
-            dt = np.where(shared, slow * share, dt)
-        ok = (s > 0) & (dt > 0) & ~np.isin(t.ids, np.array(sorted(STD_STREAM_IDS), dtype=np.uint64))
+            dt = np.where(shared, cols["slowest_rank_time_s"] * share, dt)
+        ok = (s > 0) & (dt > 0)
         e = s + dt
-        if log.run_time_s > 0:
-            e = np.minimum(e, log.run_time_s)
+        if run_time_s > 0:
+            e = np.minimum(e, run_time_s)
         starts.append(s[ok])
         ends.append(e[ok])
     if not starts:

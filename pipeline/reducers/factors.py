@@ -35,11 +35,23 @@ def _value(c: Mapping[str, float | int | None], name: str) -> float | None:
     return None if v is None or v != v else float(v)
 
 
+_NAMES = {
+    d: {
+        stem: tuple(f"{stem}{n}" for n in ns)
+        for stem in ("", "small_", "small_1k_", "consec_", "coll_")
+    }
+    for d, ns in (("read", ("reads",)), ("write", ("writes",)), ("both", ("reads", "writes")))
+}
+
+
 def _ops(c: Mapping[str, float | int | None], stem: str, direction: Direction) -> float:
     """``{stem}_reads`` and/or ``{stem}_writes`` (``stem`` '' gives ``reads``/``writes``)."""
-    pre = f"{stem}_" if stem else ""
-    names = {"read": ("reads",), "write": ("writes",), "both": ("reads", "writes")}[direction]
-    return float(sum(_value(c, pre + n) or 0.0 for n in names))
+    total = 0.0
+    for name in _NAMES[direction][f"{stem}_" if stem else ""]:
+        v = c.get(name)
+        if v is not None and v == v:
+            total += v
+    return total
 
 
 @dataclass(frozen=True)

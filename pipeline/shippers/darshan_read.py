@@ -1,13 +1,14 @@
 """Reading Darshan binary logs with pydarshan, only the modules iolens needs.
 
-``darshan.DarshanReport(path, read_all=False)`` reads the header, the job record, the command
-line, the mounts and the module list (about 0.05 ms); then only POSIX, MPI-IO, STDIO and LUSTRE
-records are read, as numpy arrays (pydarshan 3.5, reference/darshan-iominer.md 2.1 and 3). DXT
-segments and heatmaps are skipped: they can be far larger than the counters and the analyses do
-not need them. No DataFrame conversion happens (it doubles the cost).
+The header, the job record, the command line, the mounts and the module list are read first
+(what ``darshan.DarshanReport(path, read_all=False)`` reads); then only the POSIX, MPI-IO,
+STDIO and LUSTRE records, through darshan-util's C API as pydarshan 3.5 binds it
+(reference/darshan-iominer.md 2.1 and 3). DXT segments and heatmaps are skipped: they can be far
+larger than the counters and the analyses do not need them. No DataFrame conversion happens
+(it doubles the cost).
 
 ``import darshan`` costs about half a second, so it happens once per process; logs are read in
-long-lived worker processes (:class:`pipeline.shippers.darshan_pool.DarshanPool`).
+long-lived worker processes (:class:`pipeline.shippers.darshan_tail.DarshanPool`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def _darshan() -> Any:
 def read_darshan(path: str | os.PathLike[str]) -> DarshanLog:
     """Read one Darshan log (format 3.x) into a :class:`~pipeline.parsers.darshan.DarshanLog`.
 
+    The records are read with darshan-util's C API as pydarshan binds it
+    (``darshan.backend.cffi_backend``: ``log_open``, ``darshan_log_get_record``...), straight
+    into one buffer per module: the same records ``DarshanReport.mod_read_all_records`` gives,
+    without building a Python dict and two arrays per record.
+
     Args:
         path: the ``.darshan`` file; it must be complete (Darshan writes logs at
             ``MPI_Finalize`` and renames them from ``*.darshan_partial`` when done).
@@ -41,50 +47,42 @@ def read_darshan(path: str | os.PathLike[str]) -> DarshanLog:
         The log's header, POSIX / MPI-IO / STDIO tables, their file names and Lustre layouts.
 
     Raises:
-        ParseError: pydarshan cannot open or decode it (not a Darshan log, truncated, a format
-            older than 3.0); the reason carries pydarshan's message. Line 0 stands for the
-            whole file.
+        ParseError: darshan-util cannot open or decode it (not a Darshan log, truncated, a
+            format older than 3.0); line 0 stands for the whole file.
         ConfigError: the darshan package is not installed.
     """
     name = os.fspath(path)
-    darshan = _darshan()
+    backend = _backend()
+    log = backend.log_open(name)
+    if log["handle"] == backend.ffi.NULL:
+        raise ParseError(name, 0, "not a readable Darshan log (darshan-util cannot open it)")
     try:
-        report = darshan.DarshanReport(name, read_all=False)
-    except Exception as err:  # pydarshan raises RuntimeError, ValueError, OSError...
-        raise ParseError(name, 0, f"not a readable Darshan log: {err}") from None
-    try:
-        return _read(report, name)
+        return _read(backend, log, name)
     except ParseError:
         raise
-    except Exception as err:
+    except Exception as err:  # darshan-util reports damage as assorted errors
         raise ParseError(name, 0, f"Darshan log could not be decoded: {err}") from None
     finally:
-        cleanup = getattr(report, "_cleanup", None)
-        if cleanup is not None:
-            cleanup()
+        backend.log_close(log)
 
 
-def _read(report: Any, name: str) -> DarshanLog:
-    from darshan.backend import cffi_backend as backend
+def _backend() -> Any:
+    _darshan()
+    from darshan.backend import cffi_backend
 
-    meta = report.metadata["job"]
-    modules: dict[str, Any] = dict(report.modules)
+    return cffi_backend
+
+
+def _read(backend: Any, log: Any, name: str) -> DarshanLog:
+    meta = backend.log_get_job(log)
+    modules: dict[str, Any] = backend.log_get_modules(log)
     tables: dict[str, ModuleTable] = {}
     for mod in DATA_MODULES:
-        if mod not in modules:
-            continue
-        report.mod_read_all_records(mod, dtype="numpy", warnings=False)
-        recs = report.records[mod]
-        tables[mod] = _stack(
-            mod, recs, tuple(backend.counter_names(mod)), tuple(backend.fcounter_names(mod))
-        )
-    layouts: dict[int, Layout] = {}
-    if "LUSTRE" in modules:
-        report.mod_read_all_lustre_records(dtype="numpy", warnings=False)
-        for rec in report.records["LUSTRE"]:
-            layouts[int(rec["id"])] = _layout(rec)
+        if mod in modules:
+            tables[mod] = _module(backend, log, mod, modules[mod]["idx"])
+    layouts = _lustre(backend, log, modules["LUSTRE"]["idx"]) if "LUSTRE" in modules else {}
     ids = {int(i) for t in tables.values() for i in t.ids.tolist()}
-    names = {i: n for i, n in report.name_records.items() if i in ids}
+    names = {i: n for i, n in backend.log_get_name_records(log).items() if i in ids}
     start = meta["start_time_sec"] + meta.get("start_time_nsec", 0) / 1e9
     end = meta["end_time_sec"] + meta.get("end_time_nsec", 0) / 1e9
     extra = meta.get("metadata", {}) or {}
@@ -97,7 +95,7 @@ def _read(report: Any, name: str) -> DarshanLog:
         start_s=float(start),
         end_s=float(end),
         run_time_s=float(meta["run_time"]),
-        exe=str(report.metadata.get("exe", "")).strip(),
+        exe=str(backend.log_get_exe(log)).strip(),
         lib_ver=str(extra.get("lib_ver", "")),
         hints=str(extra.get("h", "")),
         modules={m: len(tables[m]) if m in tables else 0 for m in modules},
@@ -105,36 +103,74 @@ def _read(report: Any, name: str) -> DarshanLog:
         tables=tables,
         names=names,
         layouts=layouts,
-        mounts=tuple((str(a), str(b)) for a, b in report.mounts),
+        mounts=tuple((str(a), str(b)) for a, b in backend.log_get_mounts(log)),
     )
 
 
-def _stack(mod: str, recs: Any, cnames: tuple[str, ...], fnames: tuple[str, ...]) -> ModuleTable:
-    n = len(recs)
-    if n == 0:
-        return ModuleTable(
-            mod,
-            np.zeros(0, np.uint64),
-            np.zeros(0, np.int64),
-            np.zeros((0, len(cnames)), np.int64),
-            np.zeros((0, len(fnames)), np.float64),
-            cnames,
-            fnames,
-        )
-    ids = np.fromiter((r["id"] for r in recs), dtype=np.uint64, count=n)
-    ranks = np.fromiter((r["rank"] for r in recs), dtype=np.int64, count=n)
-    counters = np.stack([r["counters"] for r in recs]).astype(np.int64, copy=False)
-    fcounters = np.stack([r["fcounters"] for r in recs]).astype(np.float64, copy=False)
-    return ModuleTable(mod, ids, ranks, counters, fcounters, cnames, fnames)
+STRUCTS = {
+    "POSIX": "struct darshan_posix_file **",
+    "MPI-IO": "struct darshan_mpiio_file **",
+    "STDIO": "struct darshan_stdio_file **",
+}
+"""darshan-util's record struct of each module read."""
 
 
-def _layout(rec: Any) -> Layout:
-    comps = rec["components"] or []
-    osts: set[int] = set()
-    size = count = 0
-    for i, comp in enumerate(comps):
-        c = comp["counters"]
-        if i == 0:
-            size, count = max(int(c[0]), 0), max(int(c[1]), 0)
-        osts.update(int(o) for o in np.asarray(comp["ost_ids"]).tolist() if o >= 0)
-    return Layout(size, count, tuple(sorted(osts)))
+def _module(backend: Any, log: Any, mod: str, idx: int) -> ModuleTable:
+    """Every record of one module, its counters gathered into one buffer."""
+    ffi, lib = backend.ffi, backend.libdutil
+    cnames = tuple(backend.counter_names(mod))
+    fnames = tuple(backend.fcounter_names(mod))
+    struct = STRUCTS[mod]
+    buf = ffi.new("void **")
+    get, free, cast, raw = lib.darshan_log_get_record, lib.darshan_free, ffi.cast, ffi.buffer
+    null = ffi.NULL
+    handle = log["handle"]
+    ids: list[int] = []
+    ranks: list[int] = []
+    ints: list[bytes] = []
+    floats: list[bytes] = []
+    typed = cast(struct, buf)  # the same void** seen as a record pointer: cast once
+    while get(handle, idx, buf) >= 1:
+        rec = typed[0]
+        ids.append(rec.base_rec.id)
+        ranks.append(rec.base_rec.rank)
+        ints.append(raw(rec.counters)[:])
+        floats.append(raw(rec.fcounters)[:])
+        free(buf[0])
+        buf[0] = null  # darshan-util writes into a non-NULL buffer instead of allocating
+    n = len(ids)
+    return ModuleTable(
+        mod,
+        np.array(ids, dtype=np.uint64),
+        np.array(ranks, dtype=np.int64),
+        np.frombuffer(b"".join(ints), dtype=np.int64).reshape(n, len(cnames)),
+        np.frombuffer(b"".join(floats), dtype=np.float64).reshape(n, len(fnames)),
+        cnames,
+        fnames,
+    )
+
+
+def _lustre(backend: Any, log: Any, idx: int) -> dict[int, Layout]:
+    """Lustre layouts by record id: the first component's stripe size and count, and the
+    OSTs of every component (darshan-util 3.5 presents older records as one component)."""
+    ffi, lib = backend.ffi, backend.libdutil
+    buf = ffi.new("void **")
+    out: dict[int, Layout] = {}
+    typed = ffi.cast("struct darshan_lustre_record **", buf)
+    while lib.darshan_log_get_record(log["handle"], idx, buf) >= 1:
+        rec = typed[0]
+        size = count = 0
+        osts: set[int] = set()
+        ost_ids = ffi.cast("int64_t *", rec.ost_ids)
+        at = 0
+        for i in range(rec.num_comps):
+            comp = rec.comps[i].counters  # STRIPE_SIZE, STRIPE_COUNT, ...
+            stripes = max(int(comp[1]), 0)
+            if i == 0:
+                size, count = max(int(comp[0]), 0), stripes
+            osts.update(o for o in ffi.unpack(ost_ids + at, stripes) if o >= 0)
+            at += stripes
+        out[int(rec.base_rec.id)] = Layout(size, count, tuple(sorted(osts)))
+        lib.darshan_free(buf[0])
+        buf[0] = ffi.NULL
+    return out

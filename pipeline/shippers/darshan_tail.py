@@ -221,14 +221,31 @@ class DarshanTail:
         a = self.pool.result(self.path)
         self.line_no, self.offset = 1, chunk.next_offset
         ref = LineRef(self.key, self.path, 1, chunk.next_offset)
-        docs: list[Document] = [job_document(ctx, a, (ref,), created_ms)]
-        docs += file_documents(ctx, a, (ref,), created_ms)
-        d = diagnose(a, self.thresholds)
-        if d.low:
-            extra = self.evidence(a) if self.evidence is not None else {}
-            if extra:
-                d = diagnose(a, self.thresholds, **extra)
-            docs.append(diagnosis_document(ctx, d, (ref,), created_ms))
-        self.last = d
+        docs, self.last = log_documents(a, ctx, (ref,), created_ms, self.thresholds, self.evidence)
         self.snapshots[chunk.next_offset] = ""
         yield LineResult(ref, tuple(docs))
+
+
+def log_documents(
+    a: JobAnalysis,
+    ctx: DocContext,
+    refs: tuple[LineRef, ...],
+    created_ms: float,
+    thresholds: Thresholds,
+    evidence: Evidence | None = None,
+) -> tuple[list[Document], Diagnosis]:
+    """Every document of one analysed log: its job, its files and, when the job is
+    low-bandwidth under ``thresholds``, its diagnosis (with the server-side ``evidence``).
+
+    Returns:
+        The documents and the diagnosis (computed for every job, indexed for low ones).
+    """
+    docs: list[Document] = [job_document(ctx, a, refs, created_ms)]
+    docs += file_documents(ctx, a, refs, created_ms)
+    d = diagnose(a, thresholds)
+    if d.low:
+        extra = evidence(a) if evidence is not None else {}
+        if extra:
+            d = diagnose(a, thresholds, **extra)
+        docs.append(diagnosis_document(ctx, d, refs, created_ms))
+    return docs, d

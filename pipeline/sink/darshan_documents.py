@@ -19,7 +19,7 @@ from typing import Any
 from pipeline.records import Document, LineRef
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import Diagnosis
-from pipeline.sink.documents import DocContext, doc_id, iso_ms, stream_name
+from pipeline.sink.documents import DocContext, doc_id, doc_ids, iso_ms, stream_name
 
 JOB_DATASET = "darshan.job"
 FILE_DATASET = "darshan.file"
@@ -77,14 +77,14 @@ def file_documents(
     like the job's document, so a time range selects a job with all of its files (the file's
     own activity is ``darshan.file.start_s``/``end_s`` from there)."""
     index = stream_name("logs", FILE_DATASET, ctx.namespace)
-    for row in a.files:
-        source = _base(ctx, FILE_DATASET, a.log.start_s, created_ms)
-        source["darshan"] = {
-            "job": {"id": a.log.jobid},
-            "log": {"id": a.log_id},
-            "file": _clean(row),
-        }
-        ident = doc_id(FILE_DATASET, a.log_id, row["module"], row["record_id"])
+    # The ECS part and the join keys are the same for every file of the log: built once and
+    # shared (documents are never modified once built).
+    base = _base(ctx, FILE_DATASET, a.log.start_s, created_ms)
+    keys = {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}}
+    ids = doc_ids((FILE_DATASET, a.log_id), ((r["module"], r["record_id"]) for r in a.files))
+    for row, ident in zip(a.files, ids, strict=True):
+        source = dict(base)
+        source["darshan"] = {**keys, "file": row}
         yield Document(index, ident, source, refs)
 
 
