@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from elasticsearch import ApiError, Elasticsearch, TransportError
 
@@ -39,7 +39,7 @@ from pipeline.settings import SinkSettings
 from pipeline.sink.backoff import backoff_caps, backoff_delays
 from pipeline.sink.deadletter import DeadLetters, Rejection
 from pipeline.sink.outcome import Outcome, classify
-from pipeline.sink.spool import Spool, compact_json
+from pipeline.sink.spool import Spool, encode_json
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +83,30 @@ def expand(doc: Document) -> tuple[dict[str, Any], Mapping[str, Any], int]:
     """
     action = {"create": {"_index": doc.index, "_id": doc.doc_id}}
     try:
-        nbytes = len(compact_json(action).encode()) + len(compact_json(doc.source).encode()) + 2
+        nbytes = len(_action(doc)) + len(encode_json(doc.source)) + 2
     except (TypeError, ValueError) as err:
         raise ValueError(f"document {doc.index}/{doc.doc_id} is not JSON: {err}") from err
     return action, doc.source, nbytes
+
+
+def _action(doc: Document) -> bytes:
+    """``{"create":{"_index":...,"_id":...}}`` of ``doc``."""
+    index, ident = encode_json(doc.index), encode_json(doc.doc_id)
+    return b'{"create":{"_index":' + index + b',"_id":' + ident + b"}}"
+
+
+def ndjson(docs: Sequence[Document]) -> bytes:
+    """The bulk request body of ``docs``: a ``create`` action line and a source line each.
+
+    Raises:
+        ValueError: a source has no JSON form (see :func:`expand`).
+    """
+    parts: list[bytes] = []
+    for doc in docs:
+        parts.append(_action(doc))
+        parts.append(encode_json(doc.source))
+    parts.append(b"")
+    return b"\n".join(parts)
 
 
 def _error_of(item: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -328,12 +348,13 @@ class BulkSink:
 
         A whole-request error status is spread over the chunk's items.
         """
-        operations: list[Mapping[str, Any]] = []
-        for doc in docs:  # already measured (and so known to serialise) by expand()
-            operations.append({"create": {"_index": doc.index, "_id": doc.doc_id}})
-            operations.append(doc.source)
+        payload = ndjson(docs)  # already measured (and so known to serialise) by expand()
         try:
-            response = self._client.bulk(operations=operations, filter_path=FILTER_PATH)
+            # The body goes as encoded NDJSON bytes (elastic-transport's NDJSON serializer
+            # forwards bytes as they are): each source is encoded once, by orjson.
+            response = self._client.bulk(
+                operations=cast("Sequence[Mapping[str, Any]]", payload), filter_path=FILTER_PATH
+            )
         except ApiError as err:
             status = int(err.status_code or 0)
             reason = str(err.message)

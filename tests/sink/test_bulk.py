@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,9 +85,11 @@ class FakeClient:
         self.steps = list(steps)
         self.requests: list[list[str]] = []
 
-    def bulk(self, *, operations: Sequence[Mapping[str, Any]], filter_path: str) -> Any:
+    def bulk(self, *, operations: bytes, filter_path: str) -> Any:
         assert filter_path == FILTER_PATH
-        actions = operations[0::2]
+        assert operations.endswith(b"\n")
+        lines = [json.loads(line) for line in operations.splitlines()]
+        actions = lines[0::2]
         assert all(list(a) == ["create"] for a in actions)
         ids = [a["create"]["_id"] for a in actions]
         self.requests.append(ids)

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from pipeline.records import Document, LineRef
-from pipeline.sink.spool import Spool, compact_json, document_from_dict, document_to_dict
+from pipeline.sink.spool import (
+    Spool,
+    compact_json,
+    document_from_dict,
+    document_to_dict,
+    encode_json,
+)
 
 
 def doc(i: int, index: str = "metrics-fio.histogram-default") -> Document:
@@ -112,3 +118,15 @@ def test_unreadable_segment_is_set_aside(tmp_path: Path) -> None:
 def test_temp_files_of_an_interrupted_put_are_ignored(tmp_path: Path) -> None:
     (tmp_path / ".seg-000000000001.ndjson.tmp").write_text("partial", encoding="utf-8")
     assert Spool(tmp_path).pending() == 0
+
+
+def test_encode_json_is_compact_json_fast_and_as_strict() -> None:
+    import numpy as np
+
+    doc = {"a": [1, 2.5, (3, 4)], "b": {"c": "é", 7: np.int64(3)}, "e": np.float64(1.5)}
+    assert encode_json(doc) == compact_json(doc).encode()
+    assert encode_json({"d": None}) == b'{"d":null}'
+    assert encode_json({"x": 1.0, "y": "z"}) == b'{"x":1.0,"y":"z"}'
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="Out of range float values"):
+            encode_json({"x": [bad]})
