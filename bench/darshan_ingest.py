@@ -7,10 +7,10 @@ Compared on the same logs:
    ``mod_read_all_records(m, dtype="numpy")`` for each of POSIX, MPI-IO and STDIO present and
    ``mod_read_all_lustre_records(dtype="numpy")`` if LUSTRE is present. Its record count
    (those four modules) is the "records" of every rate below.
-2. **iolens ingestion, one core**: per log ``analyze_path`` (pydarshan read + IOMiner
-   analysis), ``diagnose``, the job, file and diagnosis documents, and their bulk NDJSON
-   bytes (``compact_json`` of the action and source lines, as the bulk sink serialises them):
-   everything but the network. Then the same with ``DarshanPool(workers=os.cpu_count())``
+2. **iolens ingestion, one core**: per log ``analyze_path`` (read + IOMiner analysis), then
+   ``log_documents`` (the job and file documents, and the diagnosis document of a
+   low-bandwidth job, exactly as the shipper makes them) and ``ndjson`` (the bulk body the
+   sink sends): everything but the network. Then the same with ``DarshanPool(workers=os.cpu_count())``
    (submit every log, collect every result, documents in the calling process).
 3. **Drishti** (``drishti LOG``, default options, reference/darshan-iominer.md 6) against
    ``iolens darshan diagnose LOG``: one whole process per log, as users run them, the two
@@ -186,28 +186,23 @@ def reader_mode(paths: Sequence[str]) -> Iterator[PassFn]:
 
 
 def documents_ndjson() -> Callable[[Any, Pass], None]:
-    """A function that diagnoses an analysis, builds its job, file and diagnosis documents
-    and their bulk NDJSON body, and adds its times and counts to a :class:`Pass`."""
-    from pipeline.reducers.io_diagnosis import diagnose
-    from pipeline.sink.darshan_documents import diagnosis_document, file_documents, job_document
+    """A function that turns an analysis into its documents as the shipper does
+    (:func:`pipeline.shippers.darshan_tail.log_documents`: job, files, and the diagnosis of a
+    low-bandwidth job) and into the bulk NDJSON body the sink sends
+    (:func:`pipeline.sink.bulk.ndjson`), and adds its times and counts to a :class:`Pass`."""
+    from pipeline.reducers.io_diagnosis import Thresholds
+    from pipeline.shippers.darshan_tail import log_documents
+    from pipeline.sink.bulk import ndjson
     from pipeline.sink.documents import DocContext
-    from pipeline.sink.spool import compact_json
 
     ctx = DocContext()
+    thresholds = Thresholds()
 
     def build(a: Any, p: Pass) -> None:
         start = time.perf_counter()
-        created_ms = time.time() * 1000
-        docs = [job_document(ctx, a, (), created_ms), *file_documents(ctx, a, (), created_ms)]
-        docs.append(diagnosis_document(ctx, diagnose(a), (), created_ms))
+        docs, _ = log_documents(a, ctx, (), time.time() * 1000, thresholds)
         built = time.perf_counter()
-        body = "".join(
-            compact_json({"create": {"_index": d.index, "_id": d.doc_id}})
-            + "\n"
-            + compact_json(d.source)
-            + "\n"
-            for d in docs
-        ).encode()
+        body = ndjson(docs)
         p.stage_s["diagnose + documents"] += built - start
         p.stage_s["NDJSON"] += time.perf_counter() - built
         p.docs += len(docs)

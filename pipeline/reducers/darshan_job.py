@@ -270,19 +270,16 @@ def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
         for k, rid in enumerate(u.tolist()):
             coll[int(rid)] = (sums[0][k], sums[1][k], indep[0][k], indep[1][k])
     meta_by_rank: dict[int, float] = {}
-    for mod in ("POSIX", "STDIO"):
+    for mod in ("POSIX", "STDIO"):  # in this order: _file_rows relies on it
         t = log.tables.get(mod)
         if t is None or not len(t):
             continue
-        keep = ~np.isin(t.ids, np.array(sorted(STD_STREAM_IDS), dtype=np.uint64))
-        if log.names:
-            keep &= np.array(
-                [log.names.get(int(i), "") not in STD_STREAM_NAMES for i in t.ids.tolist()],
-                dtype=bool,
-            )
-        t = t.select(keep)
-        if not len(t):
-            continue
+        names = log.names
+        drop = [i in STD_STREAM_IDS or names.get(i, "") in STD_STREAM_NAMES for i in t.ids.tolist()]
+        if any(drop):
+            t = t.select(~np.array(drop, dtype=bool))
+            if not len(t):
+                continue
         extra["records"] += len(t)
         cols = _record_columns(t)
         start, end = busy_intervals(t.ranks, cols, log.run_time_s)
@@ -416,12 +413,17 @@ def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
     posix_cols = [c[k].astype(np.int64).tolist() for k in _POSIX_COLUMNS]
     keys = (*base_keys, *_INT_COLUMNS, *_FLOAT_COLUMNS)
     posix_keys = (*keys, *_POSIX_COLUMNS)
-    rows: list[dict[str, Any]] = []
-    for i, values in enumerate(zip(*base_cols, *value_cols, strict=True)):
-        if files.module[i] == "POSIX":
-            row = dict(zip(posix_keys, (*values, *(col[i] for col in posix_cols)), strict=True))
-        else:
-            row = dict(zip(keys, values, strict=True))
+    # POSIX files come first, then STDIO ones (_group_files): two column-wise segments
+    npos = files.module.count("POSIX")
+    rows: list[dict[str, Any]] = [
+        dict(zip(posix_keys, values, strict=True))
+        for values in zip(*(c[:npos] for c in (*base_cols, *value_cols, *posix_cols)), strict=True)
+    ]
+    rows += [
+        dict(zip(keys, values, strict=True))
+        for values in zip(*(c[npos:] for c in (*base_cols, *value_cols)), strict=True)
+    ]
+    for i, row in enumerate(rows):
         lay = log.layouts.get(ids[i])
         if lay is None:
             row["osts"] = []
@@ -431,7 +433,6 @@ def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
             row["osts"] = list(lay.osts)
             if lay.stripe_count:
                 row["proc_per_ost"] = nprocs[i] / lay.stripe_count
-        rows.append(row)
     return rows
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -90,9 +91,16 @@ def expand(doc: Document) -> tuple[dict[str, Any], Mapping[str, Any], int]:
 
 
 def _action(doc: Document) -> bytes:
-    """``{"create":{"_index":...,"_id":...}}`` of ``doc``."""
+    """``{"create":{"_index":...,"_id":...}}`` of ``doc``. Index names and ids are plain
+    ASCII (data stream names, url-safe base64), written as they are; anything else is
+    encoded as JSON strings."""
+    if _PLAIN.fullmatch(doc.index) and _PLAIN.fullmatch(doc.doc_id):
+        return f'{{"create":{{"_index":"{doc.index}","_id":"{doc.doc_id}"}}}}'.encode()
     index, ident = encode_json(doc.index), encode_json(doc.doc_id)
     return b'{"create":{"_index":' + index + b',"_id":' + ident + b"}}"
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9._\-]*")
 
 
 def ndjson(docs: Sequence[Document]) -> bytes:

@@ -14,7 +14,7 @@ from elasticsearch import ApiError, ConnectionError, Elasticsearch
 
 from pipeline.records import Document, LineRef
 from pipeline.settings import SinkSettings
-from pipeline.sink.bulk import FILTER_PATH, BulkSink, StreamStats, expand
+from pipeline.sink.bulk import FILTER_PATH, BulkSink, StreamStats, expand, ndjson
 from pipeline.sink.capabilities import Capabilities
 from pipeline.sink.templates import install, load_templates
 
@@ -375,3 +375,18 @@ def test_every_added_document_is_acked_exactly_once(tmp_path: Path) -> None:
     while sink.spool.pending():
         sink.flush()
     assert sorted(acks.ids) == sorted(f"doc-{i}" for i in range(50))
+
+
+def test_ndjson_writes_each_action_and_source_on_a_line() -> None:
+    docs = [
+        Document("logs-x-default", "Zq3_-a", {"a": 1}),
+        Document('odd"index', "id\\1", {"b": [1.5, "é"]}),
+    ]
+    body = ndjson(docs)
+    assert body.endswith(b"\n")
+    assert [json.loads(line) for line in body.splitlines()] == [
+        {"create": {"_index": "logs-x-default", "_id": "Zq3_-a"}},
+        {"a": 1},
+        {"create": {"_index": 'odd"index', "_id": "id\\1"}},
+        {"b": [1.5, "é"]},
+    ]
