@@ -10,8 +10,9 @@ Compared on the same logs:
 2. **iolens ingestion, one core**: per log ``analyze_path`` (read + IOMiner analysis), then
    ``log_documents`` (the job and file documents, and the diagnosis document of a
    low-bandwidth job, exactly as the shipper makes them) and ``ndjson`` (the bulk body the
-   sink sends): everything but the network. Then the same with ``DarshanPool(workers=os.cpu_count())``
-   (submit every log, collect every result, documents in the calling process).
+   sink sends): everything but the network. Then the same with
+   ``DarshanPool(workers=os.cpu_count())`` (submit every log, collect every result, documents
+   in the calling process).
 3. **Drishti** (``drishti LOG``, default options, reference/darshan-iominer.md 6) against
    ``iolens darshan diagnose LOG``: one whole process per log, as users run them, the two
    interleaved log by log; then ``iolens darshan diagnose LOG1 ... LOGn`` once. A failing
