@@ -29,8 +29,8 @@ from pipeline.parsers.darshan import (
     DarshanLog,
     ModuleTable,
 )
-from pipeline.reducers.factors import Direction, file_factors
-from pipeline.reducers.sweep import CoveringSet, covering_set, weighted_factor
+from pipeline.reducers.factors import Direction, factor_arrays, weighted_mean
+from pipeline.reducers.sweep import CoveringSet, covering_set
 
 F64 = npt.NDArray[np.float64]
 
@@ -304,7 +304,7 @@ def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
         )
         fs, fe, fb = agg.pop("busy_start_s"), agg.pop("busy_end_s"), agg.pop("slowest_busy_s")
         # record-level busy intervals and columns stay available for the sweep
-        extra.setdefault("intervals", []).append((mod, t.ids, start, end))
+        extra.setdefault("intervals", []).append((len(modules) + inv, start, end))
         extra.setdefault("record_cols", []).append((t.ranks, cols))
         modules += [mod] * k
         ids_l.append(u)
@@ -471,6 +471,11 @@ def _reduce_per_file(columns: dict[str, F64], inv: npt.NDArray[np.intp], k: int)
     return {nm: result[:, j] for j, nm in enumerate(names)}
 
 
+def _finite(v: float) -> float | None:
+    """``v`` as a float, None for NaN (an undefined factor)."""
+    return None if v != v else float(v)
+
+
 def _union(starts: F64, ends: F64) -> float:
     """Length of the union of intervals (sorted starts, running maximum of the ends)."""
     ok = ends > starts
@@ -620,49 +625,42 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     starts: list[F64] = []
     ends: list[F64] = []
     labels: list[Hashable] = []
-    for mod, ids, s, e in extra.get("intervals", []):
-        starts.append(s)
-        ends.append(e)
-        labels += [f"{mod}:{int(x)}" for x in ids.tolist()]
+    for file_index, s_, e_ in extra.get("intervals", []):
+        starts.append(s_)
+        ends.append(e_)
+        labels += file_index.tolist()
     st = np.concatenate(starts) if starts else np.zeros(0)
     en = np.concatenate(ends) if ends else np.zeros(0)
-    cover = covering_set(st, en, labels)
+    cover = covering_set(st, en, labels)  # labelled by file index
     read_u = _direction_union(extra, "read", log.run_time_s)
     write_u = _direction_union(extra, "write", log.run_time_s)
     span = cover.span
     direction: Direction = "write" if bytes_written >= bytes_read else "read"
-    by_key = {f"{r['module']}:{r['record_id']}": r for r in rows}
-    per_file: dict[Hashable, dict[str, float | None]] = {}
+    crit = np.array(list(cover.exclusive), dtype=np.intp)
+    excl = np.array(list(cover.exclusive.values()), dtype=np.float64)
+    stripes = np.array([r.get("stripe_count") or 0 for r in rows], dtype=np.float64)
+    counted = np.array([m == "POSIX" for m in files.module], dtype=bool)
+    arrays = factor_arrays(c, counted, files.nprocs, stripes, direction) if n else {}
+    names = ("small", "small_1k", "non_consec", "coll", "proc_per_ost")
+    picked = {k: arrays[k][crit] for k in names} if n else {}
     critical: list[CriticalFile] = []
-    for key, excl in cover.exclusive.items():
-        r = by_key.get(str(key))
-        if r is None:
-            continue
-        ff = file_factors(r, direction)
-        values = {
-            "small": ff.small,
-            "small_1k": ff.small_1k,
-            "non_consec": ff.non_consec,
-            "coll": ff.coll,
-            "proc_per_ost": ff.proc_per_ost,
-        }
-        per_file[key] = values
+    for j, (i, t_excl) in enumerate(zip(crit.tolist(), excl.tolist(), strict=True)):
+        r = rows[i]
         critical.append(
             CriticalFile(
-                str(key),
+                f"{r['module']}:{r['record_id']}",
                 r["name"],
-                excl,
-                excl / cover.union if cover.union > 0 else 0.0,
+                t_excl,
+                t_excl / cover.union if cover.union > 0 else 0.0,
                 tuple(r["osts"]),
                 r["nprocs"],
                 r.get("stripe_count") or 0,
-                values,
+                {k: _finite(picked[k][j]) for k in names},
             )
         )
     all_osts = {o for r in rows for o in r["osts"]}
     factors: dict[str, float | None] = {
-        name: weighted_factor({k: v[name] for k, v in per_file.items()}, cover.exclusive)
-        for name in ("small", "small_1k", "non_consec", "coll", "proc_per_ost")
+        k: weighted_mean(picked[k], excl) if n else None for k in names
     }
     factors["ost_count"] = float(len(all_osts))
     coll_ops = psum("coll_reads") + psum("coll_writes")

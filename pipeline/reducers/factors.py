@@ -23,6 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 Direction = Literal["read", "write", "both"]
 
 FACTORS: tuple[str, ...] = ("small", "small_1k", "non_consec", "coll", "ost_count", "proc_per_ost")
@@ -96,3 +99,62 @@ def file_factors(c: Mapping[str, float | int | None], direction: Direction) -> F
         coll=1.0 if _ops(c, "coll", direction) > 0 else 0.0,
         proc_per_ost=ppo,
     )
+
+
+def factor_arrays(
+    cols: Mapping[str, npt.NDArray[np.float64]],
+    counted: npt.NDArray[np.bool_],
+    nprocs: npt.ArrayLike,
+    stripes: npt.ArrayLike,
+    direction: Direction,
+) -> dict[str, npt.NDArray[np.float64]]:
+    """:func:`file_factors` of many files at once, as arrays with NaN where undefined.
+
+    Args:
+        cols: per-file counts by ``darshan.file`` name (``reads``, ``small_writes``...), each
+            shape ``(n,)``.
+        counted: which files have size bins and CONSEC counters (POSIX), shape ``(n,)``.
+        nprocs: processes per file; stripes: stripe count per file (0 off Lustre).
+        direction: ``read``, ``write`` or ``both``.
+
+    Returns:
+        ``small``, ``small_1k``, ``non_consec``, ``coll`` and ``proc_per_ost``, each shape
+        ``(n,)``.
+    """
+
+    def ops(stem: str) -> npt.NDArray[np.float64]:
+        names = _NAMES[direction][stem]
+        total = np.zeros_like(cols[names[0]], dtype=np.float64)
+        for name in names:
+            total = total + np.nan_to_num(cols[name])
+        return total
+
+    n_ops = ops("")
+    has = n_ops > 0
+    ok = has & counted
+    safe = np.where(has, n_ops, 1.0)
+    nan = np.full_like(n_ops, np.nan)
+    procs = np.asarray(nprocs, dtype=np.float64)
+    st = np.asarray(stripes, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ppo = np.where((st > 0) & (procs > 0), procs / np.where(st > 0, st, 1.0), np.nan)
+    return {
+        "small": np.where(ok, ops("small_") / safe, nan),
+        "small_1k": np.where(ok, ops("small_1k_") / safe, nan),
+        "non_consec": np.where(ok, np.maximum(0.0, 1.0 - ops("consec_") / safe), nan),
+        "coll": np.where(has, (ops("coll_") > 0).astype(np.float64), nan),
+        "proc_per_ost": ppo,
+    }
+
+
+def weighted_mean(
+    values: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]
+) -> float | None:
+    """:func:`pipeline.reducers.sweep.weighted_factor` over arrays: the mean of ``values``
+    weighted by ``weights`` (exclusive times), NaN values and non-positive weights left out;
+    None when nothing is left (seed 004, Equation 2)."""
+    keep = ~np.isnan(values) & (weights > 0)
+    if not keep.any():
+        return None
+    w = weights[keep]
+    return float((values[keep] * w).sum() / w.sum())

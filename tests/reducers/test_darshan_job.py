@@ -234,3 +234,44 @@ def test_a_file_that_is_not_a_darshan_log_is_a_parse_error(tmp_path: Path) -> No
     with pytest.raises(ParseError, match="not a readable Darshan log") as info:
         read_darshan(bad)
     assert (info.value.path, info.value.line_no) == (str(bad), 0)
+
+
+COUNT_COLUMNS = (
+    "reads",
+    "writes",
+    "small_reads",
+    "small_writes",
+    "small_1k_reads",
+    "small_1k_writes",
+    "consec_reads",
+    "consec_writes",
+    "coll_reads",
+    "coll_writes",
+)
+
+
+@pytest.mark.parametrize("direction", ["read", "write", "both"])
+def test_vectorised_factors_equal_the_per_file_ones(
+    shared_darshan_logs: Path, darshan_inputs: Path, direction: str
+) -> None:
+    from pipeline.reducers.factors import factor_arrays, file_factors
+
+    for path in (
+        shared_darshan_logs / "imbalanced_io" / "imbalanced-io.darshan",
+        darshan_inputs / "noposix.darshan",
+        darshan_inputs / "sample-dxt-simple.darshan",
+    ):
+        rows = analyze(read_darshan(path)).files
+        cols = {
+            k: np.array([r.get(k, np.nan) for r in rows], dtype=np.float64) for k in COUNT_COLUMNS
+        }
+        counted = np.array([r["module"] == "POSIX" for r in rows])
+        nprocs = np.array([r["nprocs"] for r in rows])
+        stripes = np.array([r.get("stripe_count") or 0 for r in rows])
+        arrays = factor_arrays(cols, counted, nprocs, stripes, direction)  # type: ignore[arg-type]
+        for i, r in enumerate(rows):
+            one = file_factors(r, direction)  # type: ignore[arg-type]
+            for name in ("small", "small_1k", "non_consec", "coll", "proc_per_ost"):
+                got = arrays[name][i]
+                want = getattr(one, name)
+                assert (want is None and np.isnan(got)) or got == pytest.approx(want), name
