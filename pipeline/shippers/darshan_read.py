@@ -116,35 +116,46 @@ STRUCTS = {
 
 
 def _module(backend: Any, log: Any, mod: str, idx: int) -> ModuleTable:
-    """Every record of one module, its counters gathered into one buffer."""
+    """Every record of one module, copied whole into one buffer and viewed as arrays.
+
+    A record is ``{id u64, rank i64, counters i64[C], fcounters f64[F]}`` without padding
+    (darshan-util's ``struct darshan_<mod>_file``); darshan-util fills the buffer it is given,
+    so one is allocated for the module and reused for every record.
+    """
     ffi, lib = backend.ffi, backend.libdutil
     cnames = tuple(backend.counter_names(mod))
     fnames = tuple(backend.fcounter_names(mod))
     struct = STRUCTS[mod]
+    layout = np.dtype(
+        [
+            ("id", "<u8"),
+            ("rank", "<i8"),
+            ("counters", "<i8", (len(cnames),)),
+            ("fcounters", "<f8", (len(fnames),)),
+        ]
+    )
+    size = ffi.sizeof(struct.rstrip(" *"))
+    if layout.itemsize != size:
+        raise ConfigError(
+            f"this darshan package's {mod} record is {size} bytes, not the {layout.itemsize} "
+            "iolens reads: install darshan 3.5"
+        )
     buf = ffi.new("void **")
-    get, free, cast, raw = lib.darshan_log_get_record, lib.darshan_free, ffi.cast, ffi.buffer
-    null = ffi.NULL
-    handle = log["handle"]
-    ids: list[int] = []
-    ranks: list[int] = []
-    ints: list[bytes] = []
-    floats: list[bytes] = []
-    typed = cast(struct, buf)  # the same void** seen as a record pointer: cast once
-    while get(handle, idx, buf) >= 1:
-        rec = typed[0]
-        ids.append(rec.base_rec.id)
-        ranks.append(rec.base_rec.rank)
-        ints.append(raw(rec.counters)[:])
-        floats.append(raw(rec.fcounters)[:])
-        free(buf[0])
-        buf[0] = null  # darshan-util writes into a non-NULL buffer instead of allocating
-    n = len(ids)
+    get, raw, handle = lib.darshan_log_get_record, ffi.buffer, log["handle"]
+    chunks: list[bytes] = []
+    try:
+        while get(handle, idx, buf) >= 1:
+            chunks.append(raw(buf[0], size)[:])
+    finally:
+        if buf[0] != ffi.NULL:
+            lib.darshan_free(buf[0])
+    recs = np.frombuffer(b"".join(chunks), dtype=layout)
     return ModuleTable(
         mod,
-        np.array(ids, dtype=np.uint64),
-        np.array(ranks, dtype=np.int64),
-        np.frombuffer(b"".join(ints), dtype=np.int64).reshape(n, len(cnames)),
-        np.frombuffer(b"".join(floats), dtype=np.float64).reshape(n, len(fnames)),
+        recs["id"].copy(),
+        recs["rank"].copy(),
+        recs["counters"].copy(),
+        recs["fcounters"].copy(),
         cnames,
         fnames,
     )
