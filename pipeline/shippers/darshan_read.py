@@ -162,26 +162,23 @@ def _module(backend: Any, log: Any, mod: str, idx: int) -> ModuleTable:
 
 
 def _lustre(backend: Any, log: Any, idx: int) -> dict[int, Layout]:
-    """Lustre layouts by record id: the first component's stripe size and count, and the
-    OSTs of every component (darshan-util 3.5 presents older records as one component)."""
+    """Lustre layouts by record id: the first component's stripe size and count (its first
+    two counters), and the OSTs of all components (``num_stripes`` ids in ``ost_ids``;
+    darshan-util 3.5 presents older records as one component)."""
     ffi, lib = backend.ffi, backend.libdutil
     buf = ffi.new("void **")
-    out: dict[int, Layout] = {}
     typed = ffi.cast("struct darshan_lustre_record **", buf)
+    unpack, cast = ffi.unpack, ffi.cast
+    out: dict[int, Layout] = {}
     while lib.darshan_log_get_record(log["handle"], idx, buf) >= 1:
         rec = typed[0]
         size = count = 0
-        osts: set[int] = set()
-        ost_ids = ffi.cast("int64_t *", rec.ost_ids)
-        at = 0
-        for i in range(rec.num_comps):
-            comp = rec.comps[i].counters  # STRIPE_SIZE, STRIPE_COUNT, ...
-            stripes = max(int(comp[1]), 0)
-            if i == 0:
-                size, count = max(int(comp[0]), 0), stripes
-            osts.update(o for o in ffi.unpack(ost_ids + at, stripes) if o >= 0)
-            at += stripes
-        out[int(rec.base_rec.id)] = Layout(size, count, tuple(sorted(osts)))
+        if rec.num_comps > 0:
+            size, count = unpack(cast("int64_t *", rec.comps), 2)
+        osts = unpack(cast("int64_t *", rec.ost_ids), max(int(rec.num_stripes), 0))
+        out[int(rec.base_rec.id)] = Layout(
+            max(size, 0), max(count, 0), tuple(sorted({o for o in osts if o >= 0}))
+        )
         lib.darshan_free(buf[0])
         buf[0] = ffi.NULL
     return out
