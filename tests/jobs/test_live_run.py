@@ -156,3 +156,48 @@ def test_live_run_drop_restart(es_url: str, tmp_path: Path) -> None:
     assert count(client, hist) == total
     assert count(client, lat, {"term": {"iolens.scope": "cluster"}}) == n_cluster
     client.close()
+
+
+def test_live_run_reads_a_darshan_log_once_it_is_complete(
+    es_url: str, tmp_path: Path, darshan_inputs: Path
+) -> None:
+    # A log copied in two steps is not read half-written: only once it has been still for
+    # darshan.stable_s; the worker pool (2 processes) analyses it inside `iolens run`.
+    ns = f"livedar{uuid.uuid4().hex[:6]}"
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "elasticsearch": {"url": es_url, "namespace": ns},
+                "state_dir": str(tmp_path / "state"),
+                "drops": [{"type": "darshan", "path": str(drop)}],
+                "shipper": {"observer": "polling", "poll_interval_s": 0.2},
+                "darshan": {"workers": 2, "stable_s": 1.0},
+                "sink": {"flush_interval_s": 0.2},
+                "jobs": {"tick_s": 0.3},
+            }
+        )
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "pipeline.cli.main", "--config", str(config), "run"]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    client = Elasticsearch(es_url)
+    jobs, files = f"logs-darshan.job-{ns}", f"logs-darshan.file-{ns}"
+    data = (darshan_inputs / "sample-goodost.darshan").read_bytes()
+    target = drop / "goodost.darshan"
+    try:
+        target.write_bytes(data[: len(data) // 2])
+        time.sleep(0.5)
+        with target.open("ab") as fh:
+            fh.write(data[len(data) // 2 :])
+        wait_for("the job document", lambda: count(client, jobs) == 1, proc)
+        wait_for("the file documents", lambda: count(client, files) == 48, proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, output
+    assert "quarantine" not in output and "not a readable Darshan log" not in output
