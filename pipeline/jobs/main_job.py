@@ -417,9 +417,8 @@ class MainJob:
         keys: set[str] = set()
         intervals: set[tuple[int, int]] = set()
         for doc in docs:
-            fio = doc.source.get("fio", {})
             if doc.index.startswith("metrics-fio.histogram-"):
-                iv = fio.get("interval", {})
+                iv = doc.source["fio"]["interval"]
                 intervals.add((int(iv["ms"]), int(iv["start_ms"])))
             for ref in doc.refs:
                 if ref.file_key == JOB_KEY:

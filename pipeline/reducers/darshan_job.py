@@ -269,7 +269,8 @@ def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
         ]
         for k, rid in enumerate(u.tolist()):
             coll[int(rid)] = (sums[0][k], sums[1][k], indep[0][k], indep[1][k])
-    meta_by_rank: dict[int, float] = {}
+    meta_ranks: list[npt.NDArray[np.int64]] = []
+    meta_times: list[F64] = []
     for mod in ("POSIX", "STDIO"):  # in this order: _file_rows relies on it
         t = log.tables.get(mod)
         if t is None or not len(t):
@@ -283,9 +284,9 @@ def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
         extra["records"] += len(t)
         cols = _record_columns(t)
         start, end = busy_intervals(t.ranks, cols, log.run_time_s)
-        per_rank_meta = cols["meta_time_s"][t.ranks >= 0]
-        for r, m in zip(t.ranks[t.ranks >= 0].tolist(), per_rank_meta.tolist(), strict=True):
-            meta_by_rank[r] = meta_by_rank.get(r, 0.0) + m
+        own = t.ranks >= 0
+        meta_ranks.append(t.ranks[own])
+        meta_times.append(cols["meta_time_s"][own])
         u, inv = np.unique(t.ids, return_inverse=True)
         k = len(u)
         shared_any = np.bincount(inv, weights=(t.ranks < 0).astype(np.float64), minlength=k)
@@ -332,7 +333,12 @@ def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
             ("indep_writes", iw),
         ):
             cols_l.setdefault(name, []).append(v)
-    extra["max_meta_rank_s"] = max(meta_by_rank.values(), default=0.0)
+    ranks_all = np.concatenate(meta_ranks) if meta_ranks else np.zeros(0, np.int64)
+    extra["max_meta_rank_s"] = (
+        float(np.bincount(ranks_all, weights=np.concatenate(meta_times)).max())
+        if len(ranks_all)
+        else 0.0
+    )
     if not ids_l:
         empty = np.zeros(0)
         return _Files(
@@ -469,11 +475,6 @@ def _reduce_per_file(columns: dict[str, F64], inv: npt.NDArray[np.intp], k: int)
         mins[~np.isfinite(mins)] = 0.0
         result[:, is_min] = mins
     return {nm: result[:, j] for j, nm in enumerate(names)}
-
-
-def _finite(v: float) -> float | None:
-    """``v`` as a float, None for NaN (an undefined factor)."""
-    return None if v != v else float(v)
 
 
 def _union(starts: F64, ends: F64) -> float:
@@ -643,6 +644,14 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     arrays = factor_arrays(c, counted, files.nprocs, stripes, direction) if n else {}
     names = ("small", "small_1k", "non_consec", "coll", "proc_per_ost")
     picked = {k: arrays[k][crit] for k in names} if n else {}
+    per_file = (
+        [
+            dict(zip(names, values, strict=True))
+            for values in zip(*(picked[k].tolist() for k in names), strict=True)
+        ]
+        if n
+        else []
+    )
     critical: list[CriticalFile] = []
     for j, (i, t_excl) in enumerate(zip(crit.tolist(), excl.tolist(), strict=True)):
         r = rows[i]
@@ -655,7 +664,7 @@ def analyze(log: DarshanLog) -> JobAnalysis:
                 tuple(r["osts"]),
                 r["nprocs"],
                 r.get("stripe_count") or 0,
-                {k: _finite(picked[k][j]) for k in names},
+                {k: (v if v == v else None) for k, v in per_file[j].items()},
             )
         )
     all_osts = {o for r in rows for o in r["osts"]}

@@ -84,10 +84,15 @@ def expand(doc: Document) -> tuple[dict[str, Any], Mapping[str, Any], int]:
     """
     action = {"create": {"_index": doc.index, "_id": doc.doc_id}}
     try:
-        nbytes = len(_action(doc)) + len(encode_json(doc.source)) + 2
+        nbytes = len(_action(doc)) + len(_source(doc)) + 2
     except (TypeError, ValueError) as err:
         raise ValueError(f"document {doc.index}/{doc.doc_id} is not JSON: {err}") from err
     return action, doc.source, nbytes
+
+
+def _source(doc: Document) -> bytes:
+    """The source line of ``doc``: its producer's encoding, or :func:`encode_json`."""
+    return doc.encoded if doc.encoded is not None else encode_json(doc.source)
 
 
 def _action(doc: Document) -> bytes:
@@ -112,7 +117,7 @@ def ndjson(docs: Sequence[Document]) -> bytes:
     parts: list[bytes] = []
     for doc in docs:
         parts.append(_action(doc))
-        parts.append(encode_json(doc.source))
+        parts.append(_source(doc))
     parts.append(b"")
     return b"\n".join(parts)
 

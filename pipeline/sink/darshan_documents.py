@@ -13,13 +13,14 @@ again is a 409.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pipeline.records import Document, LineRef
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import Diagnosis
 from pipeline.sink.documents import DocContext, doc_id, doc_ids, iso_ms, stream_name
+from pipeline.sink.spool import encode_json
 
 JOB_DATASET = "darshan.job"
 FILE_DATASET = "darshan.file"
@@ -82,10 +83,40 @@ def file_documents(
     base = _base(ctx, FILE_DATASET, a.log.start_s, created_ms)
     keys = {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}}
     ids = doc_ids((FILE_DATASET, a.log_id), ((r["module"], r["record_id"]) for r in a.files))
+    # encoded together: the shared part once, then each file's own object
+    head = encode_json(base)[:-1] + b',"darshan":' + encode_json(keys)[:-1] + b',"file":'
     for row, ident in zip(a.files, ids, strict=True):
-        source = dict(base)
-        source["darshan"] = {**keys, "file": row}
-        yield Document(index, ident, source, refs)
+        source = FileSource(base, keys, row)
+        yield Document(index, ident, source, refs, head + encode_json(row) + b"}}")
+
+
+class FileSource(Mapping[str, Any]):
+    """The source of a ``logs-darshan.file`` document, built only when read.
+
+    The bulk sink sends the document's encoded bytes, so the merged mapping (the ECS part
+    shared by all files of a log, the join keys and the file's row) is only put together for
+    the spool, the dead-letter area or a test that looks at it.
+    """
+
+    __slots__ = ("_base", "_keys", "_merged", "_row")
+
+    def __init__(self, base: Mapping[str, Any], keys: Mapping[str, Any], row: dict[str, Any]):
+        self._base, self._keys, self._row = base, keys, row
+        self._merged: dict[str, Any] | None = None
+
+    def _dict(self) -> dict[str, Any]:
+        if self._merged is None:
+            self._merged = {**self._base, "darshan": {**self._keys, "file": self._row}}
+        return self._merged
+
+    def __getitem__(self, key: str) -> Any:
+        return self._dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
 
 
 def diagnosis_document(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.records import LineRef
+from pipeline.records import Document, LineRef
 from pipeline.reducers.darshan_job import analyze
 from pipeline.reducers.io_diagnosis import diagnose
 from pipeline.shippers.darshan_read import read_darshan
@@ -67,3 +67,29 @@ def test_doc_ids_equal_doc_id_with_the_prefix_hashed_once() -> None:
     assert doc_ids(("darshan.file", "1:2:x.darshan"), rows) == [
         doc_id("darshan.file", "1:2:x.darshan", *row) for row in rows
     ]
+
+
+def test_file_documents_come_encoded_as_their_source(darshan_inputs: Path) -> None:
+    import json
+
+    a = analyze(read_darshan(darshan_inputs / "sample-dxt-simple.darshan"))
+    docs = list(file_documents(CTX, a, REF, 0.0))
+    assert len(docs) == 18
+    for doc in docs:
+        assert doc.encoded is not None
+        assert json.loads(doc.encoded) == json.loads(json.dumps(dict(doc.source)))
+
+
+def test_a_lazy_file_source_goes_to_the_spool_and_back(
+    darshan_inputs: Path, tmp_path: Path
+) -> None:
+    from pipeline.sink.spool import Spool
+
+    a = analyze(read_darshan(darshan_inputs / "sample-dxt-simple.darshan"))
+    docs = list(file_documents(CTX, a, REF, 0.0))
+    spool = Spool(tmp_path / "spool")
+    spool.put(docs)
+    back: list[Document] = []
+    assert spool.drain(lambda got: back.extend(got) or []) == 18
+    assert [d.source for d in back] == [dict(d.source) for d in docs]
+    assert [d.doc_id for d in back] == [d.doc_id for d in docs]
