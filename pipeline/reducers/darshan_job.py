@@ -616,10 +616,10 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     bytes_read = float(c["bytes_read"].sum()) if n else 0.0
     bytes_written = float(c["bytes_written"].sum()) if n else 0.0
     total = bytes_read + bytes_written
-    posix_mask = np.array([m == "POSIX" for m in files.module], dtype=bool)
+    npos = files.module.count("POSIX")  # POSIX files come first
 
     def psum(name: str) -> float:
-        return float(c[name][posix_mask].sum()) if n else 0.0
+        return float(c[name][:npos].sum()) if npos else 0.0
 
     p_ops = psum("reads") + psum("writes")
     # busy intervals of records, labelled by file
@@ -639,8 +639,8 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     direction: Direction = "write" if bytes_written >= bytes_read else "read"
     crit = np.array(list(cover.exclusive), dtype=np.intp)
     excl = np.array(list(cover.exclusive.values()), dtype=np.float64)
-    stripes = np.array([r.get("stripe_count") or 0 for r in rows], dtype=np.float64)
-    counted = np.array([m == "POSIX" for m in files.module], dtype=bool)
+    stripes = np.array([r.get("stripe_count", 0) for r in rows], dtype=np.float64)
+    counted = np.arange(n) < npos
     arrays = factor_arrays(c, counted, files.nprocs, stripes, direction) if n else {}
     names = ("small", "small_1k", "non_consec", "coll", "proc_per_ost")
     picked = {k: arrays[k][crit] for k in names} if n else {}

@@ -5,7 +5,9 @@ intervals; the *critical path* is the union of those intervals (the time the job
 gaps excluded), the *critical files* are a minimum set of files whose intervals cover it, and a
 critical file's *exclusive time* is the part of the critical path it alone is charged with.
 
-The sweep visits interval ends in order of start time, O(n log n) for the sort and O(n) after:
+The sweep visits intervals in order of start time, O(n log n) for the sort; then each step of
+the critical path is one binary search (the intervals reaching furthest so far are known for
+every prefix):
 
 * a busy period starts at the first start not yet covered;
 * from every interval that starts within the covered range, the one reaching furthest extends
@@ -21,6 +23,7 @@ O(n²) in the worst case; its covering set has the same total.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -102,25 +105,27 @@ def covering_set(
     if keep.size == 0:
         return CoveringSet((), {}, 0.0, 0.0)
     order = keep[np.lexsort((keep, s[keep]))]
-    ss, ee = s[order].tolist(), e[order].tolist()
-    idx = order.tolist()
-    n = len(idx)
+    ss, ee = s[order], e[order]
+    n = len(order)
+    # best[p]: among the first p+1 intervals (by start), the first one reaching furthest
+    reach = np.maximum.accumulate(ee)
+    new_max = ee > np.concatenate(([-np.inf], reach[:-1]))
+    best = np.maximum.accumulate(np.where(new_max, np.arange(n), 0)).tolist()
+    first, last, idx = ss.tolist(), ee.tolist(), order.tolist()
     segments: list[Segment] = []
     i = 0
-    while i < n:
-        covered = ss[i]
-        best, best_end = -1, covered
+    while i < n:  # one busy period per turn
+        covered = first[i]
         while True:
-            while i < n and ss[i] <= covered:
-                if ee[i] > best_end:
-                    best, best_end = i, ee[i]
-                i += 1
-            if best_end <= covered:
+            p = bisect_right(first, covered, lo=i) - 1
+            b = best[p]
+            if last[b] <= covered:
                 break
-            j = idx[best]
+            j = idx[b]
             label = labels[j] if labels is not None else j
-            segments.append(Segment(label, j, covered, best_end))
-            covered = best_end
+            segments.append(Segment(label, j, covered, last[b]))
+            covered = last[b]
+        i = p + 1
     exclusive: dict[Hashable, float] = {}
     for seg in segments:
         exclusive[seg.label] = exclusive.get(seg.label, 0.0) + seg.length

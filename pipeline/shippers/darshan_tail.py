@@ -28,7 +28,7 @@ from pipeline.parsers.darshan import parse_darshan_text
 from pipeline.parsers.errors import ParseError
 from pipeline.records import Document, LineRef
 from pipeline.reducers.darshan_job import JobAnalysis, analyze
-from pipeline.reducers.io_diagnosis import Diagnosis, Thresholds, diagnose
+from pipeline.reducers.io_diagnosis import Diagnosis, Thresholds, diagnose, low_bandwidth
 from pipeline.shippers.darshan_read import read_darshan
 from pipeline.shippers.fio_tail import LineResult
 from pipeline.shippers.tailer import TailChunk
@@ -163,6 +163,7 @@ class DarshanTail:
     compressed: bool = True
     snapshots: dict[int, str] = field(default_factory=dict)
     last: Diagnosis | None = None
+    """The diagnosis of the log shipped, when it was low-bandwidth."""
 
     def resume(self, offset: int, line_no: int, cursor: str | None) -> None:
         """Continue from the registry (offset > 0: the log was shipped already)."""
@@ -233,19 +234,18 @@ def log_documents(
     created_ms: float,
     thresholds: Thresholds,
     evidence: Evidence | None = None,
-) -> tuple[list[Document], Diagnosis]:
+) -> tuple[list[Document], Diagnosis | None]:
     """Every document of one analysed log: its job, its files and, when the job is
     low-bandwidth under ``thresholds``, its diagnosis (with the server-side ``evidence``).
 
     Returns:
-        The documents and the diagnosis (computed for every job, indexed for low ones).
+        The documents and the diagnosis (None when the job is not low-bandwidth).
     """
     docs: list[Document] = [job_document(ctx, a, refs, created_ms)]
     docs += file_documents(ctx, a, refs, created_ms)
-    d = diagnose(a, thresholds)
-    if d.low:
-        extra = evidence(a) if evidence is not None else {}
-        if extra:
-            d = diagnose(a, thresholds, **extra)
-        docs.append(diagnosis_document(ctx, d, refs, created_ms))
+    if not low_bandwidth(a, thresholds):
+        return docs, None
+    extra = evidence(a) if evidence is not None else {}
+    d = diagnose(a, thresholds, **extra)
+    docs.append(diagnosis_document(ctx, d, refs, created_ms))
     return docs, d
