@@ -19,6 +19,7 @@ Conventions (reference/darshan-iominer.md 2.1, 4, 7):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -118,20 +119,18 @@ class ModuleTable:
         out[out < 0] = 0.0
         return out
 
-    def block(self, names: list[str]) -> npt.NDArray[np.float64]:
+    def block(self, names: tuple[str, ...]) -> npt.NDArray[np.float64]:
         """Counters ``names`` of every record as one float64 array, shape ``(n, len(names))``;
         absent counters and −1 ("not monitored") read as 0."""
+        int_at, int_cols, float_at, float_cols = _gather_plan(
+            self.counter_names, self.fcounter_names, names
+        )
         out = np.zeros((len(self), len(names)), dtype=np.float64)
-        for is_float, src in ((False, self.counters), (True, self.fcounters)):
-            at, cols = [], []
-            for j, name in enumerate(names):
-                where = self._index.get(name)
-                if where is not None and where[0] is is_float:
-                    at.append(j)
-                    cols.append(where[1])
-            if at:
-                out[:, at] = src[:, cols]
-        out[out < 0] = 0.0
+        if int_at:
+            out[:, int_at] = self.counters[:, int_cols]
+        if float_at:
+            out[:, float_at] = self.fcounters[:, float_cols]
+        np.maximum(out, 0.0, out=out)
         return out
 
     def select(self, mask: npt.NDArray[np.bool_]) -> ModuleTable:
@@ -145,6 +144,24 @@ class ModuleTable:
             self.counter_names,
             self.fcounter_names,
         )
+
+
+@functools.lru_cache(maxsize=64)
+def _gather_plan(
+    counter_names: tuple[str, ...], fcounter_names: tuple[str, ...], names: tuple[str, ...]
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Where ``names`` sit: (output columns, integer counter columns, output columns, float
+    counter columns); absent names appear in neither."""
+    ints = {n: i for i, n in enumerate(counter_names)}
+    floats = {n: i for i, n in enumerate(fcounter_names)}
+    int_at = [j for j, n in enumerate(names) if n in ints]
+    float_at = [j for j, n in enumerate(names) if n in floats]
+    return (
+        int_at,
+        [ints[names[j]] for j in int_at],
+        float_at,
+        [floats[names[j]] for j in float_at],
+    )
 
 
 @dataclass(frozen=True, eq=False)

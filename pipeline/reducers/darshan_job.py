@@ -12,6 +12,7 @@ records is analysed in a few milliseconds, far less than pydarshan takes to read
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import statistics
@@ -163,15 +164,21 @@ _POSIX_ONLY: dict[str, tuple[str, ...]] = {
 """``darshan.file`` name -> the POSIX counters it sums (0 for STDIO, which has none)."""
 
 
+@functools.lru_cache(maxsize=8)
+def _counter_names(module: str) -> tuple[str, ...]:
+    """The counters :func:`_record_columns` reads from ``module``, in order."""
+    p = module.replace("-", "")
+    names = [c.format(p=p) for c in _COUNTERS.values()]
+    if module == "POSIX":
+        names += [c for group in _POSIX_ONLY.values() for c in group]
+    return tuple(names)
+
+
 def _record_columns(t: ModuleTable) -> dict[str, F64]:
     """The per-record values the tables need, by ``darshan.file`` name (one gather of the
     counters, as float64, "not monitored" −1 read as 0)."""
-    p = t.module.replace("-", "")
-    names = [c.format(p=p) for c in _COUNTERS.values()]
     posix = t.module == "POSIX"
-    if posix:
-        names += [c for group in _POSIX_ONLY.values() for c in group]
-    block = t.block(names)
+    block = t.block(_counter_names(t.module))
     cols = {key: block[:, i] for i, key in enumerate(_COUNTERS)}
     at = len(_COUNTERS)
     zeros = np.zeros(len(t), dtype=np.float64)

@@ -112,7 +112,7 @@ def factor_arrays(
 
     Args:
         cols: per-file counts by ``darshan.file`` name (``reads``, ``small_writes``...), each
-            shape ``(n,)``.
+            shape ``(n,)``, without NaN.
         counted: which files have size bins and CONSEC counters (POSIX), shape ``(n,)``.
         nprocs: processes per file; stripes: stripe count per file (0 off Lustre).
         direction: ``read``, ``write`` or ``both``.
@@ -124,9 +124,9 @@ def factor_arrays(
 
     def ops(stem: str) -> npt.NDArray[np.float64]:
         names = _NAMES[direction][stem]
-        total = np.zeros_like(cols[names[0]], dtype=np.float64)
-        for name in names:
-            total = total + np.nan_to_num(cols[name])
+        total = cols[names[0]]
+        for name in names[1:]:
+            total = total + cols[name]
         return total
 
     n_ops = ops("")
