@@ -30,7 +30,7 @@ from pipeline.parsers.darshan import (
     DarshanLog,
     ModuleTable,
 )
-from pipeline.reducers.factors import Direction, factor_arrays, weighted_mean
+from pipeline.reducers.factors import Direction, factor_arrays, weighted_means
 from pipeline.reducers.sweep import CoveringSet, covering_set
 
 F64 = npt.NDArray[np.float64]
@@ -294,23 +294,32 @@ def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
         own = t.ranks >= 0
         meta_ranks.append(t.ranks[own])
         meta_times.append(cols["meta_time_s"][own])
-        u, inv = np.unique(t.ids, return_inverse=True)
-        k = len(u)
-        shared_any = np.bincount(inv, weights=(t.ranks < 0).astype(np.float64), minlength=k)
-        nrec = np.bincount(inv, minlength=k)
-        nprocs = np.where(shared_any > 0, log.nprocs, nrec).astype(np.int64)
         busy = end > start
-        agg = _reduce_per_file(
-            {
-                **cols,
-                "busy_start_s": np.where(busy, start, 0.0),
-                "busy_end_s": np.where(busy, end, 0.0),
-                "slowest_busy_s": end - start,
-            },
-            inv,
-            k,
-        )
-        fs, fe, fb = agg.pop("busy_start_s"), agg.pop("busy_end_s"), agg.pop("slowest_busy_s")
+        if len(set(t.ids.tolist())) == len(t):
+            # one record per file (N-N, or every file reduced over all ranks): nothing to merge
+            u, inv, k = t.ids, np.arange(len(t)), len(t)
+            nprocs = np.where(t.ranks < 0, log.nprocs, 1).astype(np.int64)
+            agg = dict(cols)
+            fs, fe, fb = np.where(busy, start, 0.0), np.where(busy, end, 0.0), end - start
+        else:
+            u, inv = np.unique(t.ids, return_inverse=True)
+            k = len(u)
+            shared = np.bincount(inv, weights=(t.ranks < 0).astype(np.float64), minlength=k)
+            nrec = np.bincount(inv, minlength=k)
+            nprocs = np.where(shared > 0, log.nprocs, nrec).astype(np.int64)
+            agg = _reduce_per_file(
+                {
+                    **cols,
+                    "busy_start_s": np.where(busy, start, 0.0),
+                    "busy_end_s": np.where(busy, end, 0.0),
+                    "slowest_busy_s": end - start,
+                },
+                inv,
+                k,
+            )
+            fs = agg.pop("busy_start_s")
+            fe = agg.pop("busy_end_s")
+            fb = agg.pop("slowest_busy_s")
         # record-level busy intervals and columns stay available for the sweep
         extra.setdefault("intervals", []).append((len(modules) + inv, start, end))
         extra.setdefault("record_cols", []).append((t.ranks, cols))
@@ -675,9 +684,11 @@ def analyze(log: DarshanLog) -> JobAnalysis:
             )
         )
     all_osts = {o for r in rows for o in r["osts"]}
-    factors: dict[str, float | None] = {
-        k: weighted_mean(picked[k], excl) if n else None for k in names
-    }
+    factors: dict[str, float | None] = (
+        dict(zip(names, weighted_means([picked[k] for k in names], excl), strict=True))
+        if n
+        else dict.fromkeys(names)
+    )
     factors["ost_count"] = float(len(all_osts))
     coll_ops = psum("coll_reads") + psum("coll_writes")
     mpi_ops = coll_ops + psum("indep_reads") + psum("indep_writes")

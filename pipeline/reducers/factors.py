@@ -147,14 +147,24 @@ def factor_arrays(
     }
 
 
-def weighted_mean(
-    values: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]
-) -> float | None:
-    """:func:`pipeline.reducers.sweep.weighted_factor` over arrays: the mean of ``values``
-    weighted by ``weights`` (exclusive times), NaN values and non-positive weights left out;
-    None when nothing is left (seed 004, Equation 2)."""
-    keep = ~np.isnan(values) & (weights > 0)
-    if not keep.any():
-        return None
-    w = weights[keep]
-    return float((values[keep] * w).sum() / w.sum())
+def weighted_means(
+    values: list[npt.NDArray[np.float64]], weights: npt.NDArray[np.float64]
+) -> list[float | None]:
+    """:func:`pipeline.reducers.sweep.weighted_factor` of several factors over arrays: each
+    one's mean weighted by ``weights`` (exclusive times), NaN values and non-positive weights
+    left out; None where nothing is left (seed 004, Equation 2).
+
+    Args:
+        values: one array per factor, each shape ``(m,)`` (the critical files).
+        weights: shape ``(m,)``.
+    """
+    if not values:
+        return []
+    v = np.vstack(values)
+    keep = ~np.isnan(v) & (weights > 0)
+    w = np.where(keep, weights, 0.0)
+    den = w.sum(axis=1)
+    num = (np.where(keep, v, 0.0) * w).sum(axis=1)
+    return [
+        float(a / b) if b > 0 else None for a, b in zip(num.tolist(), den.tolist(), strict=True)
+    ]
