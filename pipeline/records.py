@@ -59,7 +59,7 @@ class FioHistRow:
         return int(self.counts.sum())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Document:
     """A document on its way to Elasticsearch.
 

@@ -45,7 +45,7 @@ SIZE_CLASSES: tuple[tuple[str, int], ...] = (("One", 1), ("Small", 1024), ("Medi
 _LOG_NAME = re.compile(r"^(?P<user>[^_]+)_(?P<exe>.+)_id(?P<jobid>\d+)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CriticalFile:
     """A file on the critical path.
 
@@ -437,12 +437,13 @@ def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
     posix_keys = (*keys, *_POSIX_COLUMNS)
     # POSIX files come first, then STDIO ones (_group_files): two column-wise segments
     npos = files.module.count("POSIX")
+    # (the keys and each row's values are built to the same length: no strict check per row)
     rows: list[dict[str, Any]] = [
-        dict(zip(posix_keys, values, strict=True))
+        dict(zip(posix_keys, values, strict=False))
         for values in zip(*(c[:npos] for c in (*base_cols, *value_cols, *posix_cols)), strict=True)
     ]
     rows += [
-        dict(zip(keys, values, strict=True))
+        dict(zip(keys, values, strict=False))
         for values in zip(*(c[npos:] for c in (*base_cols, *value_cols)), strict=True)
     ]
     for i, row in enumerate(rows):

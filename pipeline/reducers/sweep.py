@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Segment:
     """One stretch of the critical path and the interval charged with it.
 
