@@ -237,37 +237,20 @@ def iolens_mode(paths: Sequence[str]) -> Iterator[PassFn]:
 @contextmanager
 def pool_mode(paths: Sequence[str]) -> Iterator[PassFn]:
     """Passes through ``DarshanPool(os.cpu_count())``: submit all, then collect all."""
-    from pipeline.records import LineRef
-    from pipeline.reducers.io_diagnosis import Thresholds
-    from pipeline.shippers.darshan_tail import DarshanPool, diagnosis_documents
-    from pipeline.sink.bulk import ndjson
-    from pipeline.sink.documents import DocContext
+    from pipeline.shippers.darshan_tail import DarshanPool
 
     pool = DarshanPool(workers=os.cpu_count() or 1)
-    ctx, thresholds = DocContext(), Thresholds()
-    refs = {path: LineRef("k", path, 1, os.stat(path).st_size) for path in paths}
+    documents = documents_ndjson()
 
     def one_pass() -> Pass:
-        # as the shipper does: workers read, analyse and build the job and file documents;
-        # this process adds the diagnosis of low-bandwidth jobs and encodes the bulk body
         p = Pass()
         for path in paths:
-            pool.submit(path, refs[path], ctx)
+            pool.submit(path)
         for path in paths:
             start = time.perf_counter()
-            shipped = pool.result(path, refs[path], ctx)
-            got = time.perf_counter()
-            p.stage_s["waiting for workers"] += got - start
-            diag, _ = diagnosis_documents(
-                shipped.analysis, ctx, (refs[path],), time.time() * 1000, thresholds
-            )
-            docs = [*shipped.docs, *diag]
-            built = time.perf_counter()
-            body = ndjson(docs)
-            p.stage_s["diagnose + documents"] += built - got
-            p.stage_s["NDJSON"] += time.perf_counter() - built
-            p.docs += len(docs)
-            p.ndjson_bytes += len(body)
+            a = pool.result(path)
+            p.stage_s["waiting for workers"] += time.perf_counter() - start
+            documents(a, p)
         return p
 
     try:

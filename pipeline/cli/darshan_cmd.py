@@ -173,7 +173,7 @@ def _diagnose(args: argparse.Namespace) -> int:
     try:
         for path in args.LOG:
             try:
-                a = pool.result(path).analysis
+                a = pool.result(path)
             except (ParseError, FileNotFoundError) as err:
                 sys.stderr.write(f"iolens: {err}\n")
                 status = 2

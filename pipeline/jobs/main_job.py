@@ -475,7 +475,7 @@ class MainJob:
         tails = [t for path, drop in files if (t := self.discover(path, drop)) is not None]
         for t in tails:
             if isinstance(t, DarshanTail):
-                t.prefetch(self.ctx)
+                t.prefetch()
         for t in tails:
             self.pump(t)
 

@@ -70,33 +70,11 @@ def analyze_path(path: str) -> JobAnalysis:
     return dataclasses.replace(a, log=dataclasses.replace(dl, tables={}))
 
 
-@dataclass(frozen=True)
-class Shipment:
-    """A log read and analysed, with its job and file documents when they were asked for.
-
-    Attributes:
-        analysis: the analysis (without the per-record tables).
-        ref: the whole-file reference the documents carry (None: no documents built).
-        docs: the job document and the file documents, already encoded.
-    """
-
-    analysis: JobAnalysis
-    ref: LineRef | None = None
-    docs: tuple[Document, ...] = ()
-
-
-def _work(path: str, ref: LineRef | None, ctx: DocContext | None) -> tuple[str, Any]:
-    """Analyse ``path`` and, given a reference and a context, build its job and file
-    documents too (in a worker process, so that the shipper's own process only sends them)."""
+def _work(path: str) -> tuple[str, Any]:
     try:
-        a = analyze_path(path)
+        return "ok", analyze_path(path)
     except ParseError as err:
         return "bad", (err.path, err.line_no, err.reason)
-    if ref is None or ctx is None:
-        return "ok", Shipment(a)
-    created_ms = time.time() * 1000
-    docs = (job_document(ctx, a, (ref,), created_ms), *file_documents(ctx, a, (ref,), created_ms))
-    return "ok", Shipment(a, ref, docs)
 
 
 def _warm() -> None:
@@ -116,37 +94,33 @@ class DarshanPool:
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[str, Future[tuple[str, Any]]] = {}
 
-    def submit(self, path: str, ref: LineRef | None = None, ctx: DocContext | None = None) -> None:
-        """Start analysing ``path`` in the background, and building its documents with
-        ``ref`` and ``ctx`` when given (no-op inline or when already started)."""
+    def submit(self, path: str) -> None:
+        """Start analysing ``path`` in the background (no-op inline or when already started)."""
         if self.workers <= 1 or path in self._futures:
             return
         if self._pool is None:
-            mp = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp, initializer=_warm)
-        self._futures[path] = self._pool.submit(_work, path, ref, ctx)
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_warm)
+        self._futures[path] = self._pool.submit(_work, path)
 
-    def result(
-        self, path: str, ref: LineRef | None = None, ctx: DocContext | None = None
-    ) -> Shipment:
-        """The analysis of ``path`` (waits for a submitted one, or runs it here), with its
-        documents if they were asked for at submission or here.
+    def result(self, path: str) -> JobAnalysis:
+        """The analysis of ``path`` (waits for a submitted one, or runs it here).
 
         Raises:
             ParseError: as :func:`analyze_path`.
         """
         fut = self._futures.pop(path, None)
         try:
-            status, value = fut.result() if fut is not None else _work(path, ref, ctx)
+            status, value = fut.result() if fut is not None else _work(path)
         except BrokenProcessPool as err:
             # A worker died (killed, out of memory): the log is analysed here instead and the
             # pool is started afresh for the next ones.
             log.warning("Darshan worker pool broke (%s); analysing %s in this process", err, path)
             self.close()
-            status, value = _work(path, ref, ctx)
+            status, value = _work(path)
         if status == "bad":
             raise ParseError(*value)
-        assert isinstance(value, Shipment)
+        assert isinstance(value, JobAnalysis)
         return value
 
     def close(self) -> None:
@@ -210,18 +184,13 @@ class DarshanTail:
         st = os.stat(self.path)
         return self.stable_s <= 0 or self.clock() - st.st_mtime >= self.stable_s
 
-    def prefetch(self, ctx: DocContext) -> None:
-        """Hand the log to the pool now, if it is stable and not shipped yet: a worker reads,
-        analyses and builds its job and file documents."""
+    def prefetch(self) -> None:
+        """Hand the log to the pool now, if it is stable and not shipped yet."""
         try:
             if self.offset == 0 and self.stable():
-                self.pool.submit(self.path, self._ref(os.stat(self.path).st_size), ctx)
+                self.pool.submit(self.path)
         except OSError:
             pass
-
-    def _ref(self, size: int) -> LineRef:
-        """The whole file as one line: acknowledged by the offset past its last byte."""
-        return LineRef(self.key, self.path, 1, max(size, 1))
 
     def read(self, max_bytes: int) -> TailChunk:
         """The whole file as one pseudo-line, once.
@@ -250,43 +219,12 @@ class DarshanTail:
         Raises:
             ParseError: not a readable Darshan log (the caller quarantines the file).
         """
-        ref = self._ref(chunk.next_offset)
-        shipped = self.pool.result(self.path, ref, ctx)
-        if shipped.ref is not None and shipped.ref != ref:  # it changed after the hand-off
-            shipped = self.pool.result(self.path, ref, ctx)
+        a = self.pool.result(self.path)
         self.line_no, self.offset = 1, chunk.next_offset
-        a = shipped.analysis
-        docs = list(shipped.docs) or base_documents(a, ctx, (ref,), created_ms)
-        diag, self.last = diagnosis_documents(
-            a, ctx, (ref,), created_ms, self.thresholds, self.evidence
-        )
-        docs += diag
+        ref = LineRef(self.key, self.path, 1, chunk.next_offset)
+        docs, self.last = log_documents(a, ctx, (ref,), created_ms, self.thresholds, self.evidence)
         self.snapshots[chunk.next_offset] = ""
         yield LineResult(ref, tuple(docs))
-
-
-def base_documents(
-    a: JobAnalysis, ctx: DocContext, refs: tuple[LineRef, ...], created_ms: float
-) -> list[Document]:
-    """The job document and the file documents of one analysed log."""
-    return [job_document(ctx, a, refs, created_ms), *file_documents(ctx, a, refs, created_ms)]
-
-
-def diagnosis_documents(
-    a: JobAnalysis,
-    ctx: DocContext,
-    refs: tuple[LineRef, ...],
-    created_ms: float,
-    thresholds: Thresholds,
-    evidence: Evidence | None = None,
-) -> tuple[list[Document], Diagnosis | None]:
-    """The diagnosis document of a job that is low-bandwidth under ``thresholds`` (with the
-    server-side ``evidence``), and the diagnosis; nothing for other jobs."""
-    if not low_bandwidth(a, thresholds):
-        return [], None
-    extra = evidence(a) if evidence is not None else {}
-    d = diagnose(a, thresholds, **extra)
-    return [diagnosis_document(ctx, d, refs, created_ms)], d
 
 
 def log_documents(
@@ -297,12 +235,17 @@ def log_documents(
     thresholds: Thresholds,
     evidence: Evidence | None = None,
 ) -> tuple[list[Document], Diagnosis | None]:
-    """Every document of one analysed log: :func:`base_documents` and
-    :func:`diagnosis_documents`.
+    """Every document of one analysed log: its job, its files and, when the job is
+    low-bandwidth under ``thresholds``, its diagnosis (with the server-side ``evidence``).
 
     Returns:
         The documents and the diagnosis (None when the job is not low-bandwidth).
     """
-    docs = base_documents(a, ctx, refs, created_ms)
-    diag, d = diagnosis_documents(a, ctx, refs, created_ms, thresholds, evidence)
-    return docs + diag, d
+    docs: list[Document] = [job_document(ctx, a, refs, created_ms)]
+    docs += file_documents(ctx, a, refs, created_ms)
+    if not low_bandwidth(a, thresholds):
+        return docs, None
+    extra = evidence(a) if evidence is not None else {}
+    d = diagnose(a, thresholds, **extra)
+    docs.append(diagnosis_document(ctx, d, refs, created_ms))
+    return docs, d
