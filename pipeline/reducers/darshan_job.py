@@ -661,9 +661,9 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     arrays = factor_arrays(c, counted, files.nprocs, stripes, direction) if n else {}
     names = ("small", "small_1k", "non_consec", "coll", "proc_per_ost")
     picked = {k: arrays[k][crit] for k in names} if n else {}
-    per_file = (
+    per_file = (  # each critical file's own factors, None where undefined (NaN)
         [
-            dict(zip(names, values, strict=True))
+            {k: (v if v == v else None) for k, v in zip(names, values, strict=False)}
             for values in zip(*(picked[k].tolist() for k in names), strict=True)
         ]
         if n
@@ -681,7 +681,7 @@ def analyze(log: DarshanLog) -> JobAnalysis:
                 tuple(r["osts"]),
                 r["nprocs"],
                 r.get("stripe_count") or 0,
-                {k: (v if v == v else None) for k, v in per_file[j].items()},
+                per_file[j],
             )
         )
     all_osts = {o for r in rows for o in r["osts"]}

@@ -82,7 +82,7 @@ def _read(backend: Any, log: Any, name: str) -> DarshanLog:
             tables[mod] = _module(backend, log, mod, modules[mod]["idx"])
     layouts = _lustre(backend, log, modules["LUSTRE"]["idx"]) if "LUSTRE" in modules else {}
     ids = {int(i) for t in tables.values() for i in t.ids.tolist()}
-    names = {i: n for i, n in backend.log_get_name_records(log).items() if i in ids}
+    names = {i: n for i, n in _names(backend, log).items() if i in ids}
     start = meta["start_time_sec"] + meta.get("start_time_nsec", 0) / 1e9
     end = meta["end_time_sec"] + meta.get("end_time_nsec", 0) / 1e9
     extra = meta.get("metadata", {}) or {}
@@ -181,4 +181,25 @@ def _lustre(backend: Any, log: Any, idx: int) -> dict[int, Layout]:
         )
         lib.darshan_free(buf[0])
         buf[0] = ffi.NULL
+    return out
+
+
+def _names(backend: Any, log: Any) -> dict[int, str]:
+    """Record id -> name, for every name record of the log (darshan-util's
+    ``darshan_log_get_name_records``; what pydarshan's ``log_get_name_records`` returns)."""
+    ffi, lib = backend.ffi, backend.libdutil
+    nrecs = ffi.new("struct darshan_name_record **")
+    cnt = ffi.new("int *")
+    lib.darshan_log_get_name_records(log["handle"], nrecs, cnt)
+    arr, string, free = nrecs[0], ffi.string, lib.darshan_free
+    out: dict[int, str] = {}
+    try:
+        for i in range(cnt[0]):
+            rec = arr[i]
+            name = rec.name
+            out[rec.id] = string(name).decode("utf-8", "replace")
+            free(name)
+    finally:
+        if cnt[0]:
+            free(arr)
     return out
