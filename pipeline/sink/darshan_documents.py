@@ -6,8 +6,8 @@ stripe count and OST list: IOMiner's OST bitmap as an array of indices, which El
 aggregates and intersects directly) and one ``logs-iolens.io_diagnosis`` document per job
 (critical files, exclusive times, factors, insights, causes). Every document carries
 ``darshan.job.id`` and ``darshan.log.id``, the join keys (Slurm's ``slurm.job.job_id`` is the
-same job id). Ids derive from the log identity (job id, start, log name), so reading a log
-again is a 409.
+same job id). Ids derive from the log identity (job id, start, log name; a file's id adds its
+module's initial and its record id), so reading a log again is a 409.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from pipeline.records import Document, LineRef
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import Diagnosis
-from pipeline.sink.documents import DocContext, doc_id, doc_ids, iso_ms, stream_name
+from pipeline.sink.documents import DocContext, doc_id, iso_ms, stream_name
 from pipeline.sink.spool import encode_json
 
 JOB_DATASET = "darshan.job"
@@ -82,7 +82,9 @@ def file_documents(
     # shared (documents are never modified once built).
     base = _base(ctx, FILE_DATASET, a.log.start_s, created_ms)
     keys = {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}}
-    ids = doc_ids((FILE_DATASET, a.log_id), ((r["module"], r["record_id"]) for r in a.files))
+    # the log's hashed identity, then the file's module and record id: unique within the log
+    prefix = doc_id(FILE_DATASET, a.log_id) + "."
+    ids = [prefix + r["module"][0] + r["record_id"] for r in a.files]
     # encoded together: the shared part once, then each file's own object
     head = encode_json(base)[:-1] + b',"darshan":' + encode_json(keys)[:-1] + b',"file":'
     for row, ident in zip(a.files, ids, strict=True):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -33,18 +33,6 @@ def doc_id(*parts: object) -> str:
     """A 24-character url-safe id: the first 18 bytes of sha256 over the parts."""
     h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode())
     return base64.urlsafe_b64encode(h.digest()[:18]).decode()
-
-
-def doc_ids(prefix: Sequence[object], rows: Iterable[Sequence[object]]) -> list[str]:
-    """:func:`doc_id` of many documents whose parts start alike: equals
-    ``[doc_id(*prefix, *row) for row in rows]``, with the prefix hashed once."""
-    head = hashlib.sha256("\x1f".join(str(p) for p in prefix).encode())
-    out = []
-    for row in rows:
-        h = head.copy()
-        h.update(("\x1f" + "\x1f".join(str(p) for p in row)).encode())
-        out.append(base64.urlsafe_b64encode(h.digest()[:18]).decode())
-    return out
 
 
 def iso_ms(epoch_ms: int | float) -> str:

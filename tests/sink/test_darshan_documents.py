@@ -13,7 +13,7 @@ from pipeline.reducers.darshan_job import analyze
 from pipeline.reducers.io_diagnosis import diagnose
 from pipeline.shippers.darshan_read import read_darshan
 from pipeline.sink.darshan_documents import diagnosis_document, file_documents, job_document
-from pipeline.sink.documents import DocContext, doc_id, doc_ids
+from pipeline.sink.documents import DocContext
 
 CTX = DocContext("default", "shipper1")
 REF = (LineRef("k", "x.darshan", 1, 10),)
@@ -60,13 +60,6 @@ def test_documents_of_sample_badost(darshan_inputs: Path) -> None:
     again = analyze(read_darshan(darshan_inputs / "sample-badost.darshan"))
     assert job_document(CTX, again, REF, 5.0).doc_id == job.doc_id
     assert [d.doc_id for d in file_documents(CTX, again, REF, 5.0)] == [d.doc_id for d in files]
-
-
-def test_doc_ids_equal_doc_id_with_the_prefix_hashed_once() -> None:
-    rows = [("POSIX", "123"), ("STDIO", "9"), ("POSIX", "")]
-    assert doc_ids(("darshan.file", "1:2:x.darshan"), rows) == [
-        doc_id("darshan.file", "1:2:x.darshan", *row) for row in rows
-    ]
 
 
 def test_file_documents_come_encoded_as_their_source(darshan_inputs: Path) -> None:
