@@ -49,6 +49,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.table import HeaderedLines
 from pipeline.records import DiskSample, RestartMark
 
 SysstatRecord = DiskSample | RestartMark
@@ -237,75 +238,34 @@ def parse_row(
     )
 
 
-class SadfCsvParser:
+class SadfCsvParser(HeaderedLines[SadfHeader, SysstatRecord]):
     """Parses ``sadf -d -- -d`` lines chunk by chunk, remembering the current block's header.
 
     A tail reads a file in chunks, so the header that maps a chunk's columns may have come in
     an earlier chunk: :attr:`header_line` is that header's text (persist it with the offset and
-    pass it back to resume). The only state is that header; no I/O.
+    pass it back to resume). ``#`` lines set the header for the rows after them; the rows of a
+    block whose header lacks the disk columns are skipped (the header yields the one error for
+    them); ``COM`` rows carry no statistics and yield nothing. The only state is that header;
+    no I/O.
 
     Args:
         path: the input file, for errors.
         header_line: the header in force before the first line fed (None at a file's start).
     """
 
-    def __init__(self, path: str, header_line: str | None = None) -> None:
-        self.path = path
-        self.header_line = header_line
-        self._header: SadfHeader | None = None
-        self._foreign = False
-        if header_line is not None:
-            try:
-                self._header = SadfHeader.parse(header_line, path, 0)
-            except ParseError:
-                self._foreign = True
+    no_header = "row before any '# hostname;interval;...' header line"
 
-    def feed(
-        self, lines: Iterable[bytes | str], first_line_no: int
-    ) -> Iterator[SysstatRecord | ParseError]:
-        """Parse consecutive lines; a bad line yields its :class:`ParseError` and parsing goes on.
+    def is_header(self, line: str) -> bool:
+        """sadf's header lines start with ``#``."""
+        return line.startswith("#")
 
-        ``#`` lines set the header for the rows after them. The rows of a block whose header
-        lacks the disk columns are skipped; the header itself yields the one error for them.
-        Empty lines are skipped; ``COM`` rows carry no statistics and yield nothing.
+    def parse_header(self, line: str, line_no: int) -> SadfHeader:
+        """:meth:`SadfHeader.parse`."""
+        return SadfHeader.parse(line, self.path, line_no)
 
-        Args:
-            lines: lines without their ``\\n`` (bytes are decoded as UTF-8; a final ``\\r`` is
-                dropped).
-            first_line_no: 1-based number of the first line in its file.
-        """
-        for i, raw in enumerate(lines):
-            line_no = first_line_no + i
-            try:
-                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-            except UnicodeDecodeError as err:
-                yield ParseError(self.path, line_no, f"not UTF-8 text: {err.reason}")
-                continue
-            line = line.rstrip("\r\n")
-            if not line:
-                continue
-            if line.startswith("#"):
-                self.header_line = line
-                try:
-                    self._header, self._foreign = SadfHeader.parse(line, self.path, line_no), False
-                except ParseError as err:
-                    self._header, self._foreign = None, True
-                    yield err
-                continue
-            if self._foreign:
-                continue
-            if self._header is None:
-                yield ParseError(
-                    self.path, line_no, "row before any '# hostname;interval;...' header line"
-                )
-                continue
-            try:
-                record = parse_row(line.split(";"), self._header, self.path, line_no)
-            except ParseError as err:
-                yield err
-                continue
-            if record is not None:
-                yield record
+    def parse_row(self, line: str, header: SadfHeader, line_no: int) -> SysstatRecord | None:
+        """One ``;``-separated row (None for a ``COM`` row)."""
+        return parse_row(line.split(";"), header, self.path, line_no)
 
 
 def parse_sadf_csv(

@@ -1,4 +1,4 @@
-"""Line-fed parsing of exported tables whose header line names the columns (sacct, LMT).
+"""Line-fed parsing of exported tables whose header line names the columns (sadf, sacct, LMT).
 
 A tail reads a file in chunks, so the header naming a chunk's columns may have come in an
 earlier chunk: :attr:`HeaderedLines.header_line` is that header's text, to persist with the
@@ -58,8 +58,8 @@ class HeaderedLines(Generic[H, R]):
         """
         raise NotImplementedError
 
-    def parse_row(self, line: str, header: H, line_no: int) -> R:
-        """Read one data row under ``header``.
+    def parse_row(self, line: str, header: H, line_no: int) -> R | None:
+        """Read one data row under ``header``; None for a row that carries nothing.
 
         Raises:
             ParseError: naming the line and what is wrong with it.
@@ -101,6 +101,9 @@ class HeaderedLines(Generic[H, R]):
                 yield ParseError(self.path, line_no, self.no_header)
                 continue
             try:
-                yield self.parse_row(line, self._header, line_no)
+                record = self.parse_row(line, self._header, line_no)
             except ParseError as err:
                 yield err
+                continue
+            if record is not None:
+                yield record

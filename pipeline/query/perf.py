@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
 from pipeline.query.expr import ColumnError, finite_or_none
-from pipeline.reducers.factors import Direction, file_factors
+from pipeline.reducers.factors import COUNT_COLUMNS, Direction, file_factors
 from pipeline.reducers.sweep import covering_set, weighted_factor
 
 log = logging.getLogger(__name__)
@@ -68,18 +68,7 @@ _BYTES: dict[str, tuple[str, ...]] = {
     "write": ("bytes_written",),
     "both": ("bytes_read", "bytes_written"),
 }
-_COUNTS = (
-    "reads",
-    "writes",
-    "small_reads",
-    "small_writes",
-    "small_1k_reads",
-    "small_1k_writes",
-    "consec_reads",
-    "consec_writes",
-    "coll_reads",
-    "coll_writes",
-)
+_COUNTS = COUNT_COLUMNS
 _MAXIMA = ("nprocs", "stripe_count")
 _LOG_PAIRS = (("log_id", "log_id_file"), ("log_id_job", "log_id"))
 """(job-side, file-side) log id columns after ``job.join(file)`` / ``file.join(job)``."""

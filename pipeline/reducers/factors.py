@@ -38,6 +38,20 @@ def _value(c: Mapping[str, float | int | None], name: str) -> float | None:
     return None if v is None or v != v else float(v)
 
 
+COUNT_COLUMNS: tuple[str, ...] = (
+    "reads",
+    "writes",
+    "small_reads",
+    "small_writes",
+    "small_1k_reads",
+    "small_1k_writes",
+    "consec_reads",
+    "consec_writes",
+    "coll_reads",
+    "coll_writes",
+)
+"""The per-file request counts the factors read (``darshan.file`` names)."""
+
 _NAMES = {
     d: {
         stem: tuple(f"{stem}{n}" for n in ns)

@@ -236,25 +236,11 @@ def test_a_file_that_is_not_a_darshan_log_is_a_parse_error(tmp_path: Path) -> No
     assert (info.value.path, info.value.line_no) == (str(bad), 0)
 
 
-COUNT_COLUMNS = (
-    "reads",
-    "writes",
-    "small_reads",
-    "small_writes",
-    "small_1k_reads",
-    "small_1k_writes",
-    "consec_reads",
-    "consec_writes",
-    "coll_reads",
-    "coll_writes",
-)
-
-
 @pytest.mark.parametrize("direction", ["read", "write", "both"])
 def test_vectorised_factors_equal_the_per_file_ones(
     shared_darshan_logs: Path, darshan_inputs: Path, direction: str
 ) -> None:
-    from pipeline.reducers.factors import factor_arrays, file_factors
+    from pipeline.reducers.factors import COUNT_COLUMNS, factor_arrays, file_factors
 
     for path in (
         shared_darshan_logs / "imbalanced_io" / "imbalanced-io.darshan",
