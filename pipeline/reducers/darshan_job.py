@@ -13,12 +13,12 @@ records is analysed in a few milliseconds, far less than pydarshan takes to read
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
-import statistics
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -69,8 +69,7 @@ class CriticalFile:
     factors: dict[str, float | None]
 
 
-@dataclass(frozen=True)
-class OstStat:
+class OstStat(NamedTuple):
     """Files of one job striped on one OST, and how fast they went.
 
     Attributes:
@@ -567,34 +566,51 @@ def ost_stats(
     Returns:
         One :class:`OstStat` per OST the job's files are on, by OST index.
     """
-    bws: dict[int, list[float]] = {}
-    last: dict[int, float] = {}
-    for f in files:
-        osts = f["osts"]
-        nbytes = f["bytes_read"] + f["bytes_written"]
-        if not osts or f["busy_s"] <= 0 or nbytes <= 0:
-            continue
-        bw, end = nbytes / f["busy_s"], f["end_s"]
-        for o in osts:
-            if o in bws:
-                bws[o].append(bw)
-                if end > last[o]:
-                    last[o] = end
-            else:
-                bws[o], last[o] = [bw], end
-    med = {o: statistics.median(v) for o, v in bws.items()}
-    eligible = [o for o, v in bws.items() if len(v) >= min_files]
-    overall = statistics.median([med[o] for o in eligible]) if len(eligible) >= 3 else None
+    picked = [
+        (f["osts"], nbytes / f["busy_s"], f["end_s"])
+        for f in files
+        if f["osts"] and f["busy_s"] > 0 and (nbytes := f["bytes_read"] + f["bytes_written"]) > 0
+    ]
+    if not picked:
+        return ()
+    lists, bws, ends = zip(*picked, strict=True)
+    counts = [len(o) for o in lists]
+    ost = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=sum(counts))
+    bw = np.repeat(np.array(bws, dtype=np.float64), counts)
+    end = np.repeat(np.array(ends, dtype=np.float64), counts)
+    order = np.lexsort((bw, ost))  # by OST, then bandwidth: each OST's files in a run
+    ost, bw, end = ost[order], bw[order], end[order]
+    first = np.flatnonzero(np.r_[True, ost[1:] != ost[:-1]])
+    n = np.diff(np.r_[first, len(ost)])
+    med = _sorted_median(bw, first, n)
+    last = np.maximum.reduceat(end, first)
+    eligible = n >= min_files
+    slow = np.zeros(len(first), dtype=bool)
+    if eligible.sum() >= 3:
+        em = np.sort(med[eligible])
+        overall = _sorted_median(em, np.zeros(1, np.intp), np.array([len(em)]))[0]
+        slow = eligible & (med < ratio * overall)
     return tuple(
-        OstStat(
-            o,
-            len(bws[o]),
-            med[o],
-            last[o],
-            overall is not None and len(bws[o]) >= min_files and med[o] < ratio * overall,
+        map(
+            OstStat._make,
+            zip(
+                ost[first].tolist(),
+                n.tolist(),
+                med.tolist(),
+                last.tolist(),
+                slow.tolist(),
+                strict=True,
+            ),
         )
-        for o in sorted(bws)
     )
+
+
+def _sorted_median(values: F64, first: npt.NDArray[np.intp], n: npt.NDArray[np.intp]) -> F64:
+    """Median of each run ``values[first[i] : first[i] + n[i]]`` of ascending values: the middle
+    one, or the mean of the two middle ones (``statistics.median``'s definition)."""
+    lo = values[first + (n - 1) // 2]
+    hi = values[first + n // 2]
+    return np.asarray((lo + hi) / 2, dtype=np.float64)
 
 
 def log_identity(log: DarshanLog) -> str:

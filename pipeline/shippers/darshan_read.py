@@ -161,26 +161,66 @@ def _module(backend: Any, log: Any, mod: str, idx: int) -> ModuleTable:
     )
 
 
+_LUSTRE_HEAD = np.dtype(
+    [("id", "<u8"), ("rank", "<i8"), ("num_comps", "<i8"), ("num_stripes", "<i8")]
+)
+"""The fixed start of darshan-util 3.5's ``struct darshan_lustre_record``: the base record,
+``num_comps`` and ``num_stripes`` (the ``comps`` and ``ost_ids`` pointers follow)."""
+_NO_COMPONENT = bytes(16)
+
+
 def _lustre(backend: Any, log: Any, idx: int) -> dict[int, Layout]:
     """Lustre layouts by record id: the first component's stripe size and count (its first
-    two counters), and the OSTs of all components (``num_stripes`` ids in ``ost_ids``;
-    darshan-util 3.5 presents older records as one component)."""
+    two counters; 0 without a component), and the OSTs of all components (``num_stripes`` ids
+    in ``ost_ids``, negative ids left out; darshan-util 3.5 presents older records as one
+    component).
+
+    Per record only bytes are copied (the fixed start, the first component's two counters,
+    the OST ids); the layouts are then made from three arrays: the OSTs of each record sorted
+    and deduplicated in one ``lexsort``.
+    """
     ffi, lib = backend.ffi, backend.libdutil
     buf = ffi.new("void **")
     typed = ffi.cast("struct darshan_lustre_record **", buf)
-    unpack, cast = ffi.unpack, ffi.cast
-    out: dict[int, Layout] = {}
-    while lib.darshan_log_get_record(log["handle"], idx, buf) >= 1:
+    get, raw, free, null, handle = (
+        lib.darshan_log_get_record,
+        ffi.buffer,
+        lib.darshan_free,
+        ffi.NULL,
+        log["handle"],
+    )
+    heads: list[bytes] = []
+    comps: list[bytes] = []
+    osts: list[bytes] = []
+    while get(handle, idx, buf) >= 1:
         rec = typed[0]
-        size = count = 0
-        if rec.num_comps > 0:
-            size, count = unpack(cast("int64_t *", rec.comps), 2)
-        osts = unpack(cast("int64_t *", rec.ost_ids), max(int(rec.num_stripes), 0))
-        out[int(rec.base_rec.id)] = Layout(
-            max(size, 0), max(count, 0), tuple(sorted({o for o in osts if o >= 0}))
-        )
-        lib.darshan_free(buf[0])
-        buf[0] = ffi.NULL
+        heads.append(raw(rec, _LUSTRE_HEAD.itemsize)[:])
+        comps.append(raw(rec.comps, 16)[:] if rec.num_comps > 0 else _NO_COMPONENT)
+        n = rec.num_stripes
+        if n > 0:
+            osts.append(raw(rec.ost_ids, 8 * n)[:])
+        free(buf[0])
+        buf[0] = null
+    head = np.frombuffer(b"".join(heads), dtype=_LUSTRE_HEAD)
+    first = np.frombuffer(b"".join(comps), dtype="<i8").reshape(-1, 2).clip(0)
+    ost = np.frombuffer(b"".join(osts), dtype="<i8")
+    owner = np.repeat(np.arange(len(head)), head["num_stripes"].clip(0))
+    keep = ost >= 0
+    ost, owner = ost[keep], owner[keep]
+    order = np.lexsort((ost, owner))
+    ost, owner = ost[order], owner[order]
+    new = np.ones(len(ost), dtype=bool)
+    new[1:] = (ost[1:] != ost[:-1]) | (owner[1:] != owner[:-1])
+    ost, owner = ost[new], owner[new]
+    ends = np.cumsum(np.bincount(owner, minlength=len(head))).tolist()
+    flat = ost.tolist()
+    out: dict[int, Layout] = {}
+    at = 0
+    for rid, size, count, end in zip(
+        head["id"].tolist(), first[:, 0].tolist(), first[:, 1].tolist(), ends, strict=True
+    ):
+        out[rid] = Layout(size, count, tuple(flat[at:end]))
+        at = end
     return out
 
 
