@@ -180,6 +180,10 @@ def _lustre(backend: Any, log: Any, idx: int) -> dict[int, Layout]:
     and deduplicated in one ``lexsort``.
     """
     ffi, lib = backend.ffi, backend.libdutil
+    if ffi.offsetof("struct darshan_lustre_record", "num_stripes") != 24:
+        raise ConfigError(
+            "this darshan package's Lustre record is not the one iolens reads: install darshan 3.5"
+        )
     buf = ffi.new("void **")
     typed = ffi.cast("struct darshan_lustre_record **", buf)
     get, raw, free, null, handle = (
