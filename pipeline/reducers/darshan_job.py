@@ -432,30 +432,41 @@ def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
     value_cols = [c[k].astype(np.int64).tolist() for k in _INT_COLUMNS]
     value_cols += [c[k].tolist() for k in _FLOAT_COLUMNS]
     posix_cols = [c[k].astype(np.int64).tolist() for k in _POSIX_COLUMNS]
+    # the Lustre layout last: a row's keys stop where its values are undefined (zip stops at
+    # the shorter), off Lustre after "osts", on Lustre without a stripe count before
+    # "proc_per_ost"
+    lays = [log.layouts.get(i) for i in ids]
+    counts = [lay.stripe_count if lay else 0 for lay in lays]
+    lustre_cols = [
+        [list(lay.osts) if lay else [] for lay in lays],
+        [lay.stripe_size if lay else 0 for lay in lays],
+        counts,
+        [p / k if k else 0.0 for p, k in zip(nprocs, counts, strict=True)],
+    ]
     keys = (*base_keys, *_INT_COLUMNS, *_FLOAT_COLUMNS)
     posix_keys = (*keys, *_POSIX_COLUMNS)
+    row_keys = [
+        (ks + _LUSTRE_KEYS[:1], ks + _LUSTRE_KEYS[:3], ks + _LUSTRE_KEYS)
+        for ks in (posix_keys, keys)
+    ]
+    shape = [(2 if k else 1) if lay else 0 for lay, k in zip(lays, counts, strict=True)]
     # POSIX files come first, then STDIO ones (_group_files): two column-wise segments
     npos = files.module.count("POSIX")
-    # (the keys and each row's values are built to the same length: no strict check per row)
-    rows: list[dict[str, Any]] = [
-        dict(zip(posix_keys, values, strict=False))
-        for values in zip(*(c[:npos] for c in (*base_cols, *value_cols, *posix_cols)), strict=True)
+    segments = (
+        (slice(0, npos), (*base_cols, *value_cols, *posix_cols, *lustre_cols), row_keys[0]),
+        (slice(npos, n), (*base_cols, *value_cols, *lustre_cols), row_keys[1]),
+    )
+    return [
+        dict(zip(kinds[kind], values, strict=False))
+        for part, cols, kinds in segments
+        for kind, values in zip(
+            shape[part], zip(*(col[part] for col in cols), strict=True), strict=True
+        )
     ]
-    rows += [
-        dict(zip(keys, values, strict=False))
-        for values in zip(*(c[npos:] for c in (*base_cols, *value_cols)), strict=True)
-    ]
-    for i, row in enumerate(rows):
-        lay = log.layouts.get(ids[i])
-        if lay is None:
-            row["osts"] = []
-        else:
-            row["stripe_size"] = lay.stripe_size
-            row["stripe_count"] = lay.stripe_count
-            row["osts"] = list(lay.osts)
-            if lay.stripe_count:
-                row["proc_per_ost"] = nprocs[i] / lay.stripe_count
-    return rows
+
+
+_LUSTRE_KEYS = ("osts", "stripe_size", "stripe_count", "proc_per_ost")
+"""Keys of a file row from its Lustre layout, in order; a row has the first 1, 3 or 4."""
 
 
 def _reduce_per_file(columns: dict[str, F64], inv: npt.NDArray[np.intp], k: int) -> dict[str, F64]:

@@ -70,7 +70,7 @@ def encode_json(obj: object) -> bytes:
         out = orjson.dumps(obj, default=_default, option=_ORJSON_OPTIONS)
     except orjson.JSONEncodeError:  # e.g. a non-string key, which json converts
         return compact_json(obj).encode()
-    if b":null" in out or b",null" in out or b"[null" in out:  # a null value (or NaN)
+    if b"null" in out:  # a null value or NaN (or a string holding "null": encoded alike)
         return compact_json(obj).encode()
     return out
 

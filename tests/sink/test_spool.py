@@ -127,6 +127,8 @@ def test_encode_json_is_compact_json_fast_and_as_strict() -> None:
     assert encode_json(doc) == compact_json(doc).encode()
     assert encode_json({"d": None}) == b'{"d":null}'
     assert encode_json({"x": 1.0, "y": "z"}) == b'{"x":1.0,"y":"z"}'
+    # a string holding "null" takes the exact path and comes out the same
+    assert encode_json({"name": "/dev/null", "n": [None]}) == b'{"name":"/dev/null","n":[null]}'
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError, match="Out of range float values"):
             encode_json({"x": [bad]})
