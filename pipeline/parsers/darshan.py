@@ -93,10 +93,8 @@ class ModuleTable:
     _index: dict[str, tuple[bool, int]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        for i, name in enumerate(self.counter_names):
-            self._index[name] = (False, i)
-        for i, name in enumerate(self.fcounter_names):
-            self._index[name] = (True, i)
+        # shared by every table of the same columns (read-only)
+        object.__setattr__(self, "_index", _column_index(self.counter_names, self.fcounter_names))
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -144,6 +142,16 @@ class ModuleTable:
             self.counter_names,
             self.fcounter_names,
         )
+
+
+@functools.lru_cache(maxsize=16)
+def _column_index(
+    counter_names: tuple[str, ...], fcounter_names: tuple[str, ...]
+) -> dict[str, tuple[bool, int]]:
+    """Counter name -> (is a float counter, column), for :meth:`ModuleTable.col`."""
+    index = {name: (False, i) for i, name in enumerate(counter_names)}
+    index.update({name: (True, i) for i, name in enumerate(fcounter_names)})
+    return index
 
 
 @functools.lru_cache(maxsize=64)

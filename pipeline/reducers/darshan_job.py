@@ -363,7 +363,7 @@ def _group_files(log: DarshanLog) -> tuple[_Files, dict[str, Any]]:
         modules,
         np.concatenate(ids_l),
         np.concatenate(nprocs_l),
-        {n: np.concatenate(v) for n, v in cols_l.items()},
+        {n: v[0] if len(v) == 1 else np.concatenate(v) for n, v in cols_l.items()},
         np.concatenate(start_l),
         np.concatenate(end_l),
         np.concatenate(busy_l),
@@ -418,7 +418,6 @@ def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
         return []
     ids = files.ids.tolist()
     nprocs = files.nprocs.tolist()
-    base_keys = ("record_id", "name", "module", "nprocs", "shared", "start_s", "end_s", "busy_s")
     base_cols: list[list[Any]] = [
         [str(i) for i in ids],
         [log.names.get(i, str(i)) for i in ids],
@@ -429,9 +428,11 @@ def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
         files.end.tolist(),
         files.busy.tolist(),
     ]
-    value_cols = [c[k].astype(np.int64).tolist() for k in _INT_COLUMNS]
-    value_cols += [c[k].tolist() for k in _FLOAT_COLUMNS]
-    posix_cols = [c[k].astype(np.int64).tolist() for k in _POSIX_COLUMNS]
+    # one conversion per type: the integer columns (the shared ones, then POSIX's), the floats
+    ints = np.stack([c[k] for k in (*_INT_COLUMNS, *_POSIX_COLUMNS)]).astype(np.int64).tolist()
+    floats = np.stack([c[k] for k in _FLOAT_COLUMNS]).tolist()
+    value_cols = ints[: len(_INT_COLUMNS)] + floats
+    posix_cols = ints[len(_INT_COLUMNS) :]
     # the Lustre layout last: a row's keys stop where its values are undefined (zip stops at
     # the shorter), off Lustre after "osts", on Lustre without a stripe count before
     # "proc_per_ost"
@@ -443,18 +444,12 @@ def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
         counts,
         [p / k if k else 0.0 for p, k in zip(nprocs, counts, strict=True)],
     ]
-    keys = (*base_keys, *_INT_COLUMNS, *_FLOAT_COLUMNS)
-    posix_keys = (*keys, *_POSIX_COLUMNS)
-    row_keys = [
-        (ks + _LUSTRE_KEYS[:1], ks + _LUSTRE_KEYS[:3], ks + _LUSTRE_KEYS)
-        for ks in (posix_keys, keys)
-    ]
     shape = [(2 if k else 1) if lay else 0 for lay, k in zip(lays, counts, strict=True)]
     # POSIX files come first, then STDIO ones (_group_files): two column-wise segments
     npos = files.module.count("POSIX")
     segments = (
-        (slice(0, npos), (*base_cols, *value_cols, *posix_cols, *lustre_cols), row_keys[0]),
-        (slice(npos, n), (*base_cols, *value_cols, *lustre_cols), row_keys[1]),
+        (slice(0, npos), (*base_cols, *value_cols, *posix_cols, *lustre_cols), _POSIX_ROW_KEYS),
+        (slice(npos, n), (*base_cols, *value_cols, *lustre_cols), _STDIO_ROW_KEYS),
     )
     return [
         dict(zip(kinds[kind], values, strict=False))
@@ -465,8 +460,38 @@ def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
     ]
 
 
+_BASE_KEYS = ("record_id", "name", "module", "nprocs", "shared", "start_s", "end_s", "busy_s")
 _LUSTRE_KEYS = ("osts", "stripe_size", "stripe_count", "proc_per_ost")
 """Keys of a file row from its Lustre layout, in order; a row has the first 1, 3 or 4."""
+_STDIO_ROW_KEYS, _POSIX_ROW_KEYS = (
+    (keys + _LUSTRE_KEYS[:1], keys + _LUSTRE_KEYS[:3], keys + _LUSTRE_KEYS)
+    for keys in (
+        (*_BASE_KEYS, *_INT_COLUMNS, *_FLOAT_COLUMNS),
+        (*_BASE_KEYS, *_INT_COLUMNS, *_FLOAT_COLUMNS, *_POSIX_COLUMNS),
+    )
+)
+"""A file row's keys off Lustre, on Lustre without and with a stripe count (STDIO, POSIX)."""
+
+
+_POSIX_TOTALS = (
+    "reads",
+    "writes",
+    "bytes_read",
+    "bytes_written",
+    "coll_reads",
+    "coll_writes",
+    "indep_reads",
+    "indep_writes",
+    "seq_reads",
+    "seq_writes",
+    "consec_reads",
+    "consec_writes",
+    "small_reads",
+    "small_writes",
+    "small_1k_reads",
+    "small_1k_writes",
+)
+"""The per-file columns :func:`analyze` totals over the POSIX files."""
 
 
 def _reduce_per_file(columns: dict[str, F64], inv: npt.NDArray[np.intp], k: int) -> dict[str, F64]:
@@ -662,8 +687,16 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     total = bytes_read + bytes_written
     npos = files.module.count("POSIX")  # POSIX files come first
 
-    def psum(name: str) -> float:
-        return float(c[name][:npos].sum()) if npos else 0.0
+    # the POSIX files' totals of the columns the job's ratios need, in one reduction
+    sums = np.stack([c[k][:npos] for k in _POSIX_TOTALS]).sum(axis=1) if npos else None
+    totals = dict(
+        zip(
+            _POSIX_TOTALS,
+            sums.tolist() if sums is not None else [0.0] * len(_POSIX_TOTALS),
+            strict=True,
+        )
+    )
+    psum = totals.__getitem__
 
     p_ops = psum("reads") + psum("writes")
     # busy intervals of records, labelled by file

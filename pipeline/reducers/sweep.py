@@ -127,10 +127,11 @@ def covering_set(
             covered = last[b]
         i = p + 1
     exclusive: dict[Hashable, float] = {}
-    for seg in segments:
-        exclusive[seg.label] = exclusive.get(seg.label, 0.0) + seg.length
+    lengths = [seg.end - seg.start for seg in segments]
+    for seg, length in zip(segments, lengths, strict=True):
+        exclusive[seg.label] = exclusive.get(seg.label, 0.0) + length
     ranked = dict(sorted(exclusive.items(), key=lambda kv: -kv[1]))
-    union = float(sum(seg.length for seg in segments))
+    union = float(sum(lengths))
     span = float(np.max(e[keep]) - np.min(s[keep]))
     return CoveringSet(tuple(segments), ranked, union, span)
 
