@@ -193,7 +193,6 @@ class DarshanLog:
         tables: POSIX / MPI-IO / STDIO tables, where present.
         names: record id -> file name (only the ids of ``tables``).
         layouts: record id -> Lustre layout, for files on Lustre.
-        mounts: (mount point, file system type) pairs.
     """
 
     path: str
@@ -212,7 +211,6 @@ class DarshanLog:
     tables: Mapping[str, ModuleTable]
     names: Mapping[int, str]
     layouts: Mapping[int, Layout]
-    mounts: tuple[tuple[str, str], ...] = ()
 
     @property
     def records(self) -> int:
@@ -230,7 +228,7 @@ def parse_darshan_text(lines: Iterable[bytes | str], path: str) -> DarshanLog:
 
     The header is ``# key: value`` lines (``darshan log version``, ``exe``, ``uid``, ``jobid``,
     ``start_time``, ``end_time``, ``nprocs``, ``run time``, ``metadata: lib_ver = ...``,
-    ``metadata: h = ...``, ``mount entry:\\t<path>\\t<fs>``); then one tab-separated line per
+    ``metadata: h = ...``; the ``mount entry`` lines are skipped); then one tab-separated line per
     counter: ``<module>\\t<rank>\\t<record id>\\t<counter>\\t<value>\\t<file name>\\t<mount
     point>\\t<fs type>`` (darshan-util's ``darshan-parser``; reference/darshan-iominer.md 4).
     Modules other than POSIX, MPI-IO, STDIO and LUSTRE are counted but not kept; ``--perf`` and
@@ -249,7 +247,6 @@ def parse_darshan_text(lines: Iterable[bytes | str], path: str) -> DarshanLog:
             the error names the line.
     """
     header: dict[str, str] = {}
-    mounts: list[tuple[str, str]] = []
     rows: dict[str, dict[tuple[int, int], dict[str, float]]] = {}
     order: dict[str, dict[str, None]] = {}
     names: dict[int, str] = {}
@@ -265,11 +262,7 @@ def parse_darshan_text(lines: Iterable[bytes | str], path: str) -> DarshanLog:
             if m is None:
                 continue
             key, value = m.group(1).strip(), m.group(2)
-            if key == "mount entry":
-                parts = value.split("\t")
-                if len(parts) >= 2:
-                    mounts.append((parts[-2].strip(), parts[-1].strip()))
-            elif key == "metadata":
+            if key == "metadata":
                 k, _, v = value.partition("=")
                 header["meta:" + k.strip()] = v.strip()
             else:
@@ -304,7 +297,7 @@ def parse_darshan_text(lines: Iterable[bytes | str], path: str) -> DarshanLog:
     if "darshan log version" not in header:
         raise ParseError(path, 1, "not darshan-parser output: no '# darshan log version' line")
     tables = {mod: _table(mod, rows[mod], tuple(order[mod])) for mod in rows}
-    return _log_from_header(path, header, mounts, counts, tables, names, _layouts(lustre))
+    return _log_from_header(path, header, counts, tables, names, _layouts(lustre))
 
 
 def _table(
@@ -360,7 +353,6 @@ def _layouts(lustre: dict[int, dict[str, float]]) -> dict[int, Layout]:
 def _log_from_header(
     path: str,
     header: dict[str, str],
-    mounts: list[tuple[str, str]],
     counts: dict[str, set[tuple[int, int]]],
     tables: dict[str, ModuleTable],
     names: dict[int, str],
@@ -390,5 +382,4 @@ def _log_from_header(
         tables=tables,
         names=names,
         layouts=layouts,
-        mounts=tuple(mounts),
     )

@@ -710,8 +710,7 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     st = np.concatenate(starts) if starts else np.zeros(0)
     en = np.concatenate(ends) if ends else np.zeros(0)
     cover = covering_set(st, en, labels)  # labelled by file index
-    read_u = _direction_union(extra, "read", log.run_time_s)
-    write_u = _direction_union(extra, "write", log.run_time_s)
+    read_u, write_u = _direction_unions(extra, log.run_time_s)
     span = cover.span
     direction: Direction = "write" if bytes_written >= bytes_read else "read"
     crit = np.array(list(cover.exclusive), dtype=np.intp)
@@ -836,26 +835,32 @@ def size_class(nprocs: int) -> str:
     return "Large"
 
 
-def _direction_union(extra: dict[str, Any], op: str, run_time_s: float) -> float:
-    """Union length of the records' intervals of one direction (``read`` or ``write``):
+def _direction_unions(extra: dict[str, Any], run_time_s: float) -> tuple[float, float]:
+    """Union lengths of the records' read intervals and of their write intervals:
     ``[F_<OP>_START, F_<OP>_START + F_<OP>_TIME]``, for a record reduced over all ranks the
     slowest rank's share of the time (its time in proportion to the record's whole time)."""
-    starts: list[F64] = []
-    ends: list[F64] = []
+    parts: dict[str, tuple[list[F64], list[F64]]] = {"read": ([], []), "write": ([], [])}
     for ranks, cols in extra.get("record_cols", []):
-        s = cols[f"{op}_start_s"]
-        dt = cols[f"{op}_time_s"]
         shared = ranks < 0
-        if shared.any():
-            whole = cols["read_time_s"] + cols["write_time_s"] + cols["meta_time_s"]
-            share = np.divide(dt, whole, out=np.zeros_like(dt), where=whole > 0)
-            dt = np.where(shared, cols["slowest_rank_time_s"] * share, dt)
-        ok = (s > 0) & (dt > 0)
-        e = s + dt
-        if run_time_s > 0:
-            e = np.minimum(e, run_time_s)
-        starts.append(s[ok])
-        ends.append(e[ok])
-    if not starts:
-        return 0.0
-    return _union(np.concatenate(starts), np.concatenate(ends))
+        whole = (
+            cols["read_time_s"] + cols["write_time_s"] + cols["meta_time_s"]
+            if shared.any()
+            else None
+        )
+        for op, (starts, ends) in parts.items():
+            s = cols[f"{op}_start_s"]
+            dt = cols[f"{op}_time_s"]
+            if whole is not None:
+                share = np.divide(dt, whole, out=np.zeros_like(dt), where=whole > 0)
+                dt = np.where(shared, cols["slowest_rank_time_s"] * share, dt)
+            ok = (s > 0) & (dt > 0)
+            e = s + dt
+            if run_time_s > 0:
+                e = np.minimum(e, run_time_s)
+            starts.append(s[ok])
+            ends.append(e[ok])
+    read, write = (
+        _union(np.concatenate(starts), np.concatenate(ends)) if starts else 0.0
+        for starts, ends in parts.values()
+    )
+    return read, write

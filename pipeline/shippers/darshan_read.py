@@ -1,11 +1,11 @@
 """Reading Darshan binary logs with pydarshan, only the modules iolens needs.
 
-The header, the job record, the command line, the mounts and the module list are read first
-(what ``darshan.DarshanReport(path, read_all=False)`` reads); then only the POSIX, MPI-IO,
-STDIO and LUSTRE records, through darshan-util's C API as pydarshan 3.5 binds it
-(reference/darshan-iominer.md 2.1 and 3). DXT segments and heatmaps are skipped: they can be far
-larger than the counters and the analyses do not need them. No DataFrame conversion happens
-(it doubles the cost).
+The job record, the command line and the module list are read first (what
+``darshan.DarshanReport(path, read_all=False)`` reads, but the mount table, which the analyses
+do not use); then only the POSIX, MPI-IO, STDIO and LUSTRE records, through darshan-util's C
+API as pydarshan 3.5 binds it (reference/darshan-iominer.md 2.1 and 3). DXT segments and
+heatmaps are skipped: they can be far larger than the counters and the analyses do not need
+them. No DataFrame conversion happens (it doubles the cost).
 
 ``import darshan`` costs about half a second, so it happens once per process; logs are read in
 long-lived worker processes (:class:`pipeline.shippers.darshan_tail.DarshanPool`).
@@ -103,7 +103,6 @@ def _read(backend: Any, log: Any, name: str) -> DarshanLog:
         tables=tables,
         names=names,
         layouts=layouts,
-        mounts=tuple((str(a), str(b)) for a, b in backend.log_get_mounts(log)),
     )
 
 
