@@ -433,44 +433,35 @@ def _file_rows(log: DarshanLog, files: _Files) -> list[dict[str, Any]]:
     floats = np.stack([c[k] for k in _FLOAT_COLUMNS]).tolist()
     value_cols = ints[: len(_INT_COLUMNS)] + floats
     posix_cols = ints[len(_INT_COLUMNS) :]
-    # the Lustre layout last: a row's keys stop where its values are undefined (zip stops at
-    # the shorter), off Lustre after "osts", on Lustre without a stripe count before
-    # "proc_per_ost"
-    lays = [log.layouts.get(i) for i in ids]
-    counts = [lay.stripe_count if lay else 0 for lay in lays]
-    lustre_cols = [
-        [list(lay.osts) if lay else [] for lay in lays],
-        [lay.stripe_size if lay else 0 for lay in lays],
-        counts,
-        [p / k if k else 0.0 for p, k in zip(nprocs, counts, strict=True)],
+    npos = files.module.count("POSIX")  # POSIX files come first, then STDIO ones (_group_files)
+    rows: list[dict[str, Any]] = [
+        dict(zip(_POSIX_KEYS, values, strict=False))
+        for values in zip(*(c[:npos] for c in (*base_cols, *value_cols, *posix_cols)), strict=True)
     ]
-    shape = [(2 if k else 1) if lay else 0 for lay, k in zip(lays, counts, strict=True)]
-    # POSIX files come first, then STDIO ones (_group_files): two column-wise segments
-    npos = files.module.count("POSIX")
-    segments = (
-        (slice(0, npos), (*base_cols, *value_cols, *posix_cols, *lustre_cols), _POSIX_ROW_KEYS),
-        (slice(npos, n), (*base_cols, *value_cols, *lustre_cols), _STDIO_ROW_KEYS),
-    )
-    return [
-        dict(zip(kinds[kind], values, strict=False))
-        for part, cols, kinds in segments
-        for kind, values in zip(
-            shape[part], zip(*(col[part] for col in cols), strict=True), strict=True
-        )
+    rows += [
+        dict(zip(_STDIO_KEYS, values, strict=False))
+        for values in zip(*(c[npos:] for c in (*base_cols, *value_cols)), strict=True)
     ]
+    # (the keys and each row's values are built to the same length: no strict check per row)
+    get = log.layouts.get
+    for row, i, procs in zip(rows, ids, nprocs, strict=True):
+        lay = get(i)
+        if lay is None:
+            row["osts"] = []
+        else:
+            row["osts"] = list(lay.osts)
+            row["stripe_size"] = lay.stripe_size
+            count = row["stripe_count"] = lay.stripe_count
+            if count:
+                row["proc_per_ost"] = procs / count
+    return rows
 
 
 _BASE_KEYS = ("record_id", "name", "module", "nprocs", "shared", "start_s", "end_s", "busy_s")
-_LUSTRE_KEYS = ("osts", "stripe_size", "stripe_count", "proc_per_ost")
-"""Keys of a file row from its Lustre layout, in order; a row has the first 1, 3 or 4."""
-_STDIO_ROW_KEYS, _POSIX_ROW_KEYS = (
-    (keys + _LUSTRE_KEYS[:1], keys + _LUSTRE_KEYS[:3], keys + _LUSTRE_KEYS)
-    for keys in (
-        (*_BASE_KEYS, *_INT_COLUMNS, *_FLOAT_COLUMNS),
-        (*_BASE_KEYS, *_INT_COLUMNS, *_FLOAT_COLUMNS, *_POSIX_COLUMNS),
-    )
-)
-"""A file row's keys off Lustre, on Lustre without and with a stripe count (STDIO, POSIX)."""
+_STDIO_KEYS = (*_BASE_KEYS, *_INT_COLUMNS, *_FLOAT_COLUMNS)
+_POSIX_KEYS = (*_STDIO_KEYS, *_POSIX_COLUMNS)
+"""A file row's keys before its Lustre layout (``osts``, and on Lustre ``stripe_size``,
+``stripe_count`` and, with a stripe count, ``proc_per_ost``)."""
 
 
 _POSIX_TOTALS = (
