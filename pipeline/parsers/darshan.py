@@ -188,7 +188,7 @@ class DarshanLog:
         exe: the command line (possibly anonymized or empty).
         lib_ver: the Darshan runtime version; hints: the MPI-IO hints string (``h``).
         modules: every module in the log (DXT, H5D... too) -> records read from it (0 for the
-            modules iolens does not read).
+            modules iolens does not read; LUSTRE: the layouts).
         partial: modules that ran out of memory (``partial_flag``): their tables are incomplete.
         tables: POSIX / MPI-IO / STDIO tables, where present.
         names: record id -> file name (only the ids of ``tables``).
@@ -214,8 +214,9 @@ class DarshanLog:
 
     @property
     def records(self) -> int:
-        """Records read (all tables)."""
-        return sum(len(t) for t in self.tables.values())
+        """Records read: those of the POSIX, MPI-IO and STDIO tables and the Lustre layouts
+        (from ``modules``, so the count stays when the tables are dropped after analysis)."""
+        return sum(self.modules.get(m, 0) for m in (*DATA_MODULES, "LUSTRE"))
 
 
 _HEADER = re.compile(r"^#\s*([^:]+):\s?(.*)$")

@@ -98,7 +98,8 @@ def _read(backend: Any, log: Any, name: str) -> DarshanLog:
         exe=str(backend.log_get_exe(log)).strip(),
         lib_ver=str(extra.get("lib_ver", "")),
         hints=str(extra.get("h", "")),
-        modules={m: len(tables[m]) if m in tables else 0 for m in modules},
+        modules={m: len(tables[m]) if m in tables else 0 for m in modules}
+        | ({"LUSTRE": len(layouts)} if "LUSTRE" in modules else {}),
         partial=tuple(m for m, v in modules.items() if v.get("partial_flag")),
         tables=tables,
         names=names,

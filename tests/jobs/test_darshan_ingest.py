@@ -87,6 +87,9 @@ def test_bundled_logs_are_indexed_once_and_a_bad_file_is_quarantined(
     assert first.docs[f"logs-iolens.io_diagnosis-{ns}"]["indexed"] == 1
 
     jobs = sources(client, f"logs-darshan.job-{ns}", "darshan.log.id")
+    # records read (POSIX, MPI-IO, STDIO, Lustre layouts), as pydarshan counts them
+    records = {j["darshan"]["log"]["name"]: j["darshan"]["log"]["records"] for j in jobs}
+    assert (records["sample-badost.darshan"], records["sample.darshan"]) == (4099, 132)
     assert sorted(j["darshan"]["job"]["id"] for j in jobs) == [
         "2568372269",
         "4233209",
