@@ -168,8 +168,8 @@ def pydarshan_mode(paths: Sequence[str]) -> Iterator[PassFn]:
 
 @contextmanager
 def reader_mode(paths: Sequence[str]) -> Iterator[PassFn]:
-    """Passes of iolens's reader alone (``read_darshan``: the same pydarshan calls, then the
-    records stacked into arrays), one log after another."""
+    """Passes of iolens's reader alone (``read_darshan``: the same darshan-util calls but the
+    mount table's, the records gathered into arrays), one log after another."""
     import darshan  # noqa: F401  (imported here so that its cost counts as import)
 
     from pipeline.shippers.darshan_read import read_darshan
