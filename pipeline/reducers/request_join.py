@@ -1,0 +1,361 @@
+"""Magpie's request parser: events joined into requests by temporal joins (seed 002, section 3).
+
+Events are taken in timestamp order (:func:`reorder`, :func:`merge_streams`: a reorder queue
+per source, then a merge of the sources). Each event is looked up in the event schema
+(:mod:`pipeline.parsers.event_schema`) and added to the sub-graphs its join attributes reach:
+
+* a *valid-interval* per ``(domain, value)`` is kept in a hash table (the "live sectors" of
+  the seed's Figure 7) and points at the sub-graph that owns it;
+* ``BIND_BASIC`` and ``BIND_STOP`` join the event to the owner of an open interval (two owners
+  reached by one event are merged: the smaller into the larger, re-pointing its intervals);
+  ``BIND_STOP`` then closes the interval; ``BIND_START`` opens a new one (an interval of the same
+  pair still open is closed in its old owner first, reference/magpie-servicerate.md A.2);
+* a sub-graph with no open interval left is *emitted* as a request when it holds a seed event,
+  and garbage-collected otherwise; one that saw no event for ``timeout_s`` is flushed the same
+  way (an incomplete request when seeded), which bounds memory.
+
+CPU comes from context switches (the schema's ``kernel: cpu_accounting`` event): the time a
+thread ran is charged to the sub-graph that owns the thread's interval while it ran. The
+running slice is split at every event the thread posts, before the event changes any binding,
+so that CPU used just before a ``BIND_STOP`` goes to the request being stopped
+(reference/magpie-servicerate.md A.4, step 3.2). Resource attributes of joined events
+(``cpu_ns``, ``bytes:disk``...) are summed per request.
+
+The parser works the same online (events fed as they are tailed) and offline; it never reads
+files or clocks: events in, :class:`Request` values out.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.parsers.event_schema import Bind, EventSchema
+from pipeline.parsers.events import Event
+
+Key = tuple[str, Hashable]
+"""A valid-interval's ``(domain, value)``."""
+
+
+def _hashable(v: Any) -> Hashable:
+    return v if isinstance(v, str | int | float | bool) or v is None else repr(v)
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSlice:
+    """Time a thread ran on behalf of a request (from context switches), ns."""
+
+    tid: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class Request:
+    """One extracted request.
+
+    Attributes:
+        events: its events in timestamp order (synthetic ``<ev>Start`` ones included).
+        start_ns / end_ns: its first and last event's timestamp.
+        attributes: join attribute name -> the values it bound, in first-seen order.
+        resources: resource name -> total (``cpu_ns``, ``disk_bytes``, ``net_bytes``...;
+            ``sched_cpu_ns``: CPU from context switches), every resource of the schema present.
+        cpu: the running slices charged to it, in time order.
+        complete: False when it was flushed with intervals still open (timeout, end of input).
+        seeds: seed events it holds (1 for a well-formed request).
+    """
+
+    events: tuple[Event, ...]
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, tuple[Any, ...]]
+    resources: dict[str, float]
+    cpu: tuple[CpuSlice, ...]
+    complete: bool
+    seeds: int
+
+
+@dataclass(eq=False, slots=True)
+class _Graph:
+    events: list[tuple[int, int, Event]] = field(default_factory=list)  # (ts, order, event)
+    open: set[Key] = field(default_factory=set)
+    seeds: int = 0
+    last_ns: int = 0
+    resources: dict[str, float] = field(default_factory=dict)
+    cpu: list[CpuSlice] = field(default_factory=list)
+
+    def absorb(self, other: _Graph) -> None:
+        self.events += other.events
+        self.open |= other.open
+        self.seeds += other.seeds
+        self.last_ns = max(self.last_ns, other.last_ns)
+        for k, v in other.resources.items():
+            self.resources[k] = self.resources.get(k, 0.0) + v
+        self.cpu += other.cpu
+
+
+@dataclass
+class ParserStats:
+    """Counts of what the parser did with its input."""
+
+    events: int = 0
+    unknown: int = 0
+    requests: int = 0
+    incomplete: int = 0
+    garbage_graphs: int = 0
+    garbage_events: int = 0
+
+
+class RequestParser:
+    """The temporal join over one machine's event stream (see the module docstring).
+
+    Feed events in timestamp order with :meth:`feed`; each call returns the requests it
+    completed. :meth:`close` flushes what is still open at the end of the input.
+
+    Args:
+        schema: the event schema.
+        on_garbage: called with the events of each garbage-collected sub-graph (for
+            diagnostics; default: dropped).
+    """
+
+    def __init__(
+        self, schema: EventSchema, on_garbage: Callable[[list[Event]], None] | None = None
+    ) -> None:
+        self.schema = schema
+        self.stats = ParserStats()
+        self._on_garbage = on_garbage
+        self._live: dict[Key, _Graph] = {}
+        self._open: set[_Graph] = set()
+        self._order = itertools.count()
+        opts = schema.parser
+        self._timeout_ns = int(opts.timeout_s * 1e9)
+        self._next_sweep = 0
+        self._thread_attr = opts.thread_attr
+        self._thread_domain = next(
+            (
+                a.domain
+                for t in schema.events.values()
+                for name, a in t.attrs.items()
+                if name == opts.thread_attr
+            ),
+            "Thread",
+        )
+        self._running: dict[int, tuple[int, int]] = {}  # cpu -> (tid, since ns)
+        self._on_cpu: dict[int, int] = {}  # tid -> cpu
+        self._resources = schema.resource_names
+
+    # -- CPU accounting ------------------------------------------------------------------
+
+    def _charge(self, tid: int, start: int, end: int) -> None:
+        if end <= start:
+            return
+        owner = self._live.get((self._thread_domain, tid))
+        if owner is not None:
+            owner.resources["sched_cpu_ns"] = owner.resources.get("sched_cpu_ns", 0.0) + (
+                end - start
+            )
+            owner.cpu.append(CpuSlice(tid, start, end))
+
+    def _switch(self, e: Event) -> None:
+        try:
+            cpu, prev, nxt = int(e.attrs["cpu"]), int(e.attrs["prev_tid"]), int(e.attrs["next_tid"])
+        except (KeyError, TypeError, ValueError):
+            self.stats.unknown += 1
+            return
+        running = self._running.get(cpu)
+        if running is not None and running[0] == prev:
+            self._charge(prev, running[1], e.ts_ns)
+        if self._on_cpu.get(prev) == cpu:
+            del self._on_cpu[prev]
+        self._running[cpu] = (nxt, e.ts_ns)
+        self._on_cpu[nxt] = cpu
+
+    def _checkpoint(self, e: Event) -> None:
+        tid = e.attrs.get(self._thread_attr)
+        if not isinstance(tid, int):
+            return
+        cpu = self._on_cpu.get(tid)
+        if cpu is None:
+            return
+        _tid, since = self._running[cpu]
+        self._charge(tid, since, e.ts_ns)
+        self._running[cpu] = (tid, max(since, e.ts_ns))
+
+    # -- the join ------------------------------------------------------------------------
+
+    def feed(self, e: Event) -> list[Request]:
+        """Process one event (in timestamp order); the requests it completed."""
+        self.stats.events += 1
+        out: list[Request] = []
+        if e.ts_ns >= self._next_sweep:
+            out += self._sweep(e.ts_ns)
+        etype = self.schema.events.get(e.ev)
+        if etype is None:
+            self.stats.unknown += 1
+            return out
+        if etype.kernel == "cpu_accounting":
+            self._switch(e)
+            return out
+        self._checkpoint(e)
+        starts: list[Key] = []
+        stops: list[Key] = []
+        owners: list[_Graph] = []
+        for name, attr in etype.attrs.items():
+            if name not in e.attrs:
+                continue
+            key = (attr.domain, _hashable(e.attrs[name]))
+            if attr.bind is Bind.START:
+                starts.append(key)
+                continue
+            owner = self._live.get(key)
+            if owner is not None and owner not in owners:
+                owners.append(owner)
+            if attr.bind is Bind.STOP:
+                stops.append(key)
+        root = self._merge(owners)
+        root.events.append((e.ts_ns, next(self._order), e))
+        root.last_ns = max(root.last_ns, e.ts_ns)
+        if etype.seed:
+            root.seeds += 1
+        for attr_name, resource in etype.resource_keys:
+            v = e.attrs.get(attr_name)
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                root.resources[resource] = root.resources.get(resource, 0.0) + v
+        for key in starts:
+            old = self._live.get(key)
+            if old is not None and old is not root:
+                old.open.discard(key)
+                if not old.open:
+                    out += self._finish(old, complete=True)
+            self._live[key] = root
+            root.open.add(key)
+        for key in stops:
+            if self._live.get(key) is root:
+                del self._live[key]
+                root.open.discard(key)
+        if root.open:
+            self._open.add(root)
+        else:
+            out += self._finish(root, complete=True)
+        return out
+
+    def _merge(self, owners: list[_Graph]) -> _Graph:
+        if not owners:
+            return _Graph()
+        root = max(owners, key=lambda g: len(g.events))
+        for g in owners:
+            if g is root:
+                continue
+            root.absorb(g)
+            for key in g.open:
+                self._live[key] = root
+            self._open.discard(g)
+        return root
+
+    def _finish(self, g: _Graph, complete: bool) -> list[Request]:
+        self._open.discard(g)
+        for key in g.open:
+            if self._live.get(key) is g:
+                del self._live[key]
+        if not g.seeds:
+            self.stats.garbage_graphs += 1
+            self.stats.garbage_events += len(g.events)
+            if self._on_garbage is not None:
+                self._on_garbage([ev for _t, _o, ev in sorted(g.events, key=_by_time)])
+            return []
+        self.stats.requests += 1
+        if not complete:
+            self.stats.incomplete += 1
+        events = tuple(ev for _t, _o, ev in sorted(g.events, key=_by_time))
+        attributes: dict[str, dict[Any, None]] = {}
+        for ev in events:
+            etype = self.schema.events.get(ev.ev)
+            if etype is None:
+                continue
+            for name in etype.attrs:
+                if name in ev.attrs:
+                    attributes.setdefault(name, {})[_hashable(ev.attrs[name])] = None
+        return [
+            Request(
+                events,
+                events[0].ts_ns,
+                events[-1].ts_ns,
+                {k: tuple(v) for k, v in attributes.items()},
+                {r: g.resources.get(r, 0.0) for r in self._resources},
+                tuple(sorted(g.cpu, key=lambda c: c.start_ns)),
+                complete,
+                g.seeds,
+            )
+        ]
+
+    def _sweep(self, now_ns: int) -> list[Request]:
+        """Flush sub-graphs idle for longer than the timeout."""
+        self._next_sweep = now_ns + max(self._timeout_ns // 4, 1)
+        cutoff = now_ns - self._timeout_ns
+        out: list[Request] = []
+        for g in [g for g in self._open if g.last_ns < cutoff]:
+            out += self._finish(g, complete=False)
+        return out
+
+    def close(self) -> list[Request]:
+        """End of input: every open sub-graph is flushed (seeded ones as incomplete requests)."""
+        out: list[Request] = []
+        for g in sorted(self._open, key=lambda g: min(t for t, _o, _e in g.events)):
+            out += self._finish(g, complete=False)
+        return out
+
+
+def _by_time(item: tuple[int, int, Event]) -> tuple[int, int]:
+    return item[0], item[1]
+
+
+def extract(events: Iterable[Event], schema: EventSchema) -> Iterator[Request]:
+    """Every request of a time-ordered event stream (offline), in completion order."""
+    parser = RequestParser(schema)
+    for e in events:
+        yield from parser.feed(e)
+    yield from parser.close()
+
+
+# -- ordering ------------------------------------------------------------------------------
+
+
+def reorder(
+    events: Iterable[Event], window_ns: int, schema: EventSchema | None = None
+) -> Iterator[Event]:
+    """One source's events in timestamp order, given that none arrives more than
+    ``window_ns`` after a later-stamped one (seed 002, 3: the ~1 s reorder queue).
+
+    An event of a type with ``start_attr`` (posted at the end of an operation) also puts a
+    synthetic ``<ev>Start`` event, stamped with that attribute's value, into the queue. Events
+    later than the window allows are passed on at once, out of order.
+    """
+    heap: list[tuple[int, int, Event]] = []
+    order = itertools.count()
+    newest = -1
+    for e in events:
+        heapq.heappush(heap, (e.ts_ns, next(order), e))
+        if schema is not None:
+            etype = schema.events.get(e.ev)
+            if etype is not None and etype.start_attr is not None:
+                start = e.attrs.get(etype.start_attr)
+                if isinstance(start, int) and not isinstance(start, bool):
+                    attrs = {k: v for k, v in e.attrs.items() if k != etype.start_attr}
+                    synthetic = Event(start, f"{e.ev}Start", attrs, e.line_no)
+                    heapq.heappush(heap, (start, next(order), synthetic))
+        newest = max(newest, e.ts_ns)
+        while heap and heap[0][0] <= newest - window_ns:
+            yield heapq.heappop(heap)[2]
+    while heap:
+        yield heapq.heappop(heap)[2]
+
+
+def merge_streams(streams: Iterable[Iterable[Event]], schema: EventSchema) -> Iterator[Event]:
+    """Several sources of one machine (an application log, a kernel log...) as one
+    time-ordered stream: each through :func:`reorder` with the schema's window, then merged."""
+    window = int(schema.parser.reorder_window_ms * 1e6)
+    ordered = [reorder(s, window, schema) for s in streams]
+    return heapq.merge(*ordered, key=lambda e: e.ts_ns)
