@@ -1,0 +1,228 @@
+"""Behavioural clustering of canonical requests into a workload model (seed 002, section 5).
+
+Requests are compared by a string-edit distance over their serialised tokens
+(:mod:`pipeline.reducers.canonical`) whose costs depend on the tokens' resources
+(reference/magpie-servicerate.md A.6; the paper gives the idea, not the formula):
+
+* inserting or deleting a token costs ``c0 + |r|``;
+* substituting a token of the same kind costs ``|r1 - r2|`` (L1 over the resources);
+* substituting a token of another kind costs ``2 c0 + |r1| + |r2|`` (a delete and an insert);
+
+with ``|r|`` the weighted L1 norm where 1 unit is 1 ms of CPU (resources named ``*_ns``) or
+1 KiB (``*_bytes``). ``c0 > 0`` makes structure count: a 15 ms spin behind an RPC is not the
+same request as a 15 ms spin on one thread although they use the same CPU.
+
+The clusterer is incremental (it can run online): a request joins the cluster whose
+representative is nearest unless that distance exceeds ``threshold``, in which case it starts
+a cluster of its own. A cluster keeps its representative (the medoid of a bounded sample of its
+members, recomputed as it grows), its size, the mean and largest distance of its members to the
+representative (its diameter) and their summed resources. The workload model is the
+representatives with their frequencies; its *model error* per resource is
+``|sum_c n_c r(rep_c) - sum_req r(req)| / sum_req r(req)`` (the paper's Table 2 column). A
+request is an *outlier* when it is farther from its representative than ``outlier_k`` times the
+cluster's mean distance (and than ``threshold / 4``), or alone in its cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pipeline.reducers.canonical import Canonical
+
+Vector = tuple[tuple[str, float], ...]
+Item = tuple[str, Vector]
+"""A token as the distance sees it: its kind and its weighted resource amounts."""
+
+
+def _weight(name: str) -> float:
+    if name.endswith("_ns"):
+        return 1e-6
+    if name.endswith("_bytes"):
+        return 1 / 1024
+    return 1.0
+
+
+def items(c: Canonical) -> tuple[Item, ...]:
+    """The tokens of ``c`` in the distance's units (ms of CPU, KiB)."""
+    return tuple(
+        (t.kind, tuple((k, v * _weight(k)) for k, v in sorted(t.resources.items())))
+        for t in c.tokens
+    )
+
+
+def _norm(r: Vector) -> float:
+    return sum(abs(v) for _k, v in r)
+
+
+def _diff(a: Vector, b: Vector) -> float:
+    if len(a) == len(b) and all(x[0] == y[0] for x, y in zip(a, b, strict=True)):
+        return sum(abs(x[1] - y[1]) for x, y in zip(a, b, strict=True))
+    da, db = dict(a), dict(b)
+    return sum(abs(da.get(k, 0.0) - db.get(k, 0.0)) for k in da.keys() | db.keys())
+
+
+def distance(a: Sequence[Item], b: Sequence[Item], c0: float = 1.0) -> float:
+    """The resource-weighted edit distance between two serialised requests (module docstring).
+
+    Symmetric, 0 only for equal sequences, and at most the cost of deleting one and inserting
+    the other.
+    """
+    na = [c0 + _norm(r) for _k, r in a]
+    nb = [c0 + _norm(r) for _k, r in b]
+    prev = [0.0]
+    for w in nb:
+        prev.append(prev[-1] + w)
+    for i, (ka, ra) in enumerate(a):
+        cur = [prev[0] + na[i]]
+        for j, (kb, rb) in enumerate(b):
+            sub = _diff(ra, rb) if ka == kb else na[i] + nb[j]
+            cur.append(min(prev[j] + sub, prev[j + 1] + na[i], cur[j] + nb[j]))
+        prev = cur
+    return prev[-1]
+
+
+@dataclass
+class Cluster:
+    """One cluster of the workload model.
+
+    Attributes:
+        id: its number, in order of creation (0, 1, ...).
+        representative: the member that stands for it (its medoid), canonical form.
+        size: requests in it.
+        distance_sum / distance_max: of its members to the representative when they joined.
+        resources: its members' summed resources (canonical: CPU of the schedule).
+    """
+
+    id: int
+    representative: Canonical
+    size: int = 0
+    distance_sum: float = 0.0
+    distance_max: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)
+    _rep_items: tuple[Item, ...] = ()
+    _sample: list[tuple[Canonical, tuple[Item, ...]]] = field(default_factory=list)
+
+    @property
+    def diameter(self) -> float:
+        """Mean distance of the members to the representative (the seed's "Dia.")."""
+        return self.distance_sum / self.size if self.size else 0.0
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Where a request went: its cluster, its distance to the representative then."""
+
+    cluster: int
+    distance: float
+
+
+class Clusterer:
+    """Incremental behavioural clustering (see the module docstring).
+
+    Args:
+        threshold: the distance above which a request starts a new cluster (units: ms of CPU
+            or KiB, plus ``c0`` per token of different structure).
+        c0: the structural cost of inserting or deleting a token.
+        sample: members kept per cluster to choose its medoid from.
+        outlier_k: how many mean distances away from its representative a request is an
+            outlier.
+    """
+
+    def __init__(
+        self, threshold: float = 2.0, c0: float = 1.0, sample: int = 32, outlier_k: float = 2.0
+    ) -> None:
+        if threshold <= 0 or c0 <= 0 or sample < 1 or outlier_k <= 0:
+            raise ValueError("threshold, c0, sample and outlier_k must be positive")
+        self.threshold, self.c0, self.sample, self.outlier_k = threshold, c0, sample, outlier_k
+        self.clusters: list[Cluster] = []
+
+    def add(self, c: Canonical) -> Assignment:
+        """Place one request; its cluster and its distance to that cluster's representative."""
+        its = items(c)
+        best: Cluster | None = None
+        best_d = float("inf")
+        for cl in self.clusters:
+            d = distance(its, cl._rep_items, self.c0)
+            if d < best_d:
+                best, best_d = cl, d
+        if best is None or best_d > self.threshold:
+            best = Cluster(len(self.clusters), c, _rep_items=its)
+            self.clusters.append(best)
+            best_d = 0.0
+        best.size += 1
+        best.distance_sum += best_d
+        best.distance_max = max(best.distance_max, best_d)
+        for k, v in c.resources.items():
+            best.resources[k] = best.resources.get(k, 0.0) + v
+        if len(best._sample) < self.sample:
+            best._sample.append((c, its))
+        else:
+            best._sample[best.size % self.sample] = (c, its)
+        if best.size in (2, 4, 8, 16) or best.size % 64 == 0:
+            self._recentre(best)
+        return Assignment(best.id, best_d)
+
+    def _recentre(self, cl: Cluster) -> None:
+        """Make the sample's medoid the representative."""
+        sample = cl._sample
+        sums = [0.0] * len(sample)
+        for i in range(len(sample)):
+            for j in range(i + 1, len(sample)):
+                d = distance(sample[i][1], sample[j][1], self.c0)
+                sums[i] += d
+                sums[j] += d
+        k = min(range(len(sample)), key=sums.__getitem__)
+        cl.representative, cl._rep_items = sample[k]
+
+    def nearest(self, c: Canonical) -> Assignment:
+        """The cluster nearest to ``c`` now, without adding it."""
+        its = items(c)
+        ds = [(distance(its, cl._rep_items, self.c0), cl.id) for cl in self.clusters]
+        d, i = min(ds)
+        return Assignment(i, d)
+
+    def is_outlier(self, cluster: int, d: float) -> bool:
+        """Whether a request at distance ``d`` from cluster ``cluster``'s representative is an
+        outlier of the current model."""
+        cl = self.clusters[cluster]
+        return cl.size <= 1 or d > max(self.outlier_k * cl.diameter, self.threshold / 4)
+
+    def separation(self, cluster: int) -> float | None:
+        """Distance from the cluster's representative to the nearest other one (None alone)."""
+        me = self.clusters[cluster]
+        ds = [
+            distance(me._rep_items, cl._rep_items, self.c0)
+            for cl in self.clusters
+            if cl.id != cluster
+        ]
+        return min(ds) if ds else None
+
+    def model_error(self, measured: Mapping[str, float]) -> dict[str, float | None]:
+        """Per resource, the relative difference between the model (representatives times
+        cluster sizes) and ``measured`` (the summed resources of the clustered requests)."""
+        predicted: dict[str, float] = {}
+        for cl in self.clusters:
+            for k, v in cl.representative.resources.items():
+                predicted[k] = predicted.get(k, 0.0) + cl.size * v
+        return {
+            k: (abs(predicted.get(k, 0.0) - m) / m if m else None)
+            for k, m in sorted(measured.items())
+        }
+
+
+def cluster_all(
+    requests: Iterable[Canonical], threshold: float = 2.0, c0: float = 1.0
+) -> tuple[Clusterer, list[Assignment], list[bool]]:
+    """Offline: cluster every request, then judge each against the final model.
+
+    Returns:
+        The clusterer (the model), each request's final assignment (nearest final
+        representative) and its outlier flag.
+    """
+    model = Clusterer(threshold, c0)
+    reqs = list(requests)
+    for c in reqs:
+        model.add(c)
+    final = [model.nearest(c) for c in reqs]
+    return model, final, [model.is_outlier(a.cluster, a.distance) for a in final]

@@ -1,0 +1,184 @@
+"""Canonical forms and behavioural clustering of the six request types of seed 002's Table 1."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.parsers.event_schema import EventSchema, event_schema
+from pipeline.parsers.events import Event
+from pipeline.reducers.canonical import canonical
+from pipeline.reducers.request_cluster import Clusterer, cluster_all, distance, items
+from pipeline.reducers.request_join import extract
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schemas" / "http_server.yaml"
+MS = 1_000_000
+KIB = 1024
+
+
+@pytest.fixture(scope="module")
+def schema() -> EventSchema:
+    return event_schema(yaml.safe_load(SCHEMA_PATH.read_text()), str(SCHEMA_PATH))
+
+
+def ev(ts_ms: float, name: str, **attrs: Any) -> Event:
+    return Event(round(ts_ms * MS), name, attrs)
+
+
+def request(kind: str, t: float, n: int, rng: random.Random) -> list[Event]:
+    """One request of type ``kind`` (A-F) as the test server posts it; thread 10+n serves it,
+    its helper thread is 100+n."""
+    conn, tid, helper = f"c{n}", 10 + n, 100 + n
+
+    def cpu(ms: float) -> int:
+        return round(ms * MS * rng.uniform(0.99, 1.01))
+
+    head = [
+        ev(t, "Accept", conn=conn),
+        ev(t + 0.1, "Dequeue", conn=conn, tid=tid),
+        ev(t + 0.2, "ReqStart", conn=conn, tid=tid),
+    ]
+    t += 0.3
+    if kind in "AB":
+        ms = 30 if kind == "A" else 15
+        body = [
+            ev(t + ms, "Spin", tid=tid, cpu_ns=cpu(ms)),
+            ev(t + ms, "Send", tid=tid, conn=conn, bytes=43),
+        ]
+        t += ms
+    elif kind in "CD":
+        size = 12 * KIB if kind == "C" else 5 * KIB
+        body = [
+            ev(t + 0.1, "FileRead", tid=tid, bytes=size),
+            ev(t + 0.2, "Send", tid=tid, conn=conn, bytes=size),
+        ]
+        t += 0.2
+    elif kind == "E":
+        task = f"t{n}"
+        body = [
+            ev(t, "Fork", tid=tid, task=task),
+            ev(t + 0.1, "TaskStart", task=task, tid=helper),
+            ev(t + 15.1, "Spin", tid=helper, cpu_ns=cpu(15)),
+            ev(t + 15.2, "TaskEnd", task=task, tid=helper),
+            ev(t + 15.0, "Spin", tid=tid, cpu_ns=cpu(15)),
+            ev(t + 15.3, "Join", tid=tid, task=task),
+            ev(t + 15.4, "Send", tid=tid, conn=conn, bytes=43),
+        ]
+        t += 15.4
+    else:
+        rpc = f"r{n}"
+        body = [
+            ev(t, "RpcCall", tid=tid, rpc=rpc),
+            ev(t + 0.1, "RpcServe", rpc=rpc, tid=helper),
+            ev(t + 15.1, "Spin", tid=helper, cpu_ns=cpu(15)),
+            ev(t + 15.2, "RpcReply", rpc=rpc, tid=helper),
+            ev(t + 15.3, "RpcReturn", tid=tid, rpc=rpc),
+            ev(t + 15.4, "Send", tid=tid, conn=conn, bytes=43),
+        ]
+        t += 15.4
+    return [*head, *body, ev(t + 0.1, "ReqEnd", conn=conn, tid=tid)]
+
+
+def workload(kinds: str, rng: random.Random) -> tuple[list[Event], list[str]]:
+    events: list[Event] = []
+    truth: list[str] = []
+    for n, kind in enumerate(kinds):
+        events += request(kind, n * 50.0, n, rng)
+        truth.append(kind)
+    return sorted(events, key=lambda e: e.ts_ns), truth
+
+
+def test_canonical_forms_of_the_six_types(schema: EventSchema) -> None:
+    rng = random.Random(1)
+    events, _ = workload("ABCDEF", rng)
+    forms = [canonical(r, schema) for r in extract(events, schema)]
+    texts = [f.text() for f in forms]
+    assert texts[2:4] == [
+        "ReqStart Seg[disk_bytes=12.0KiB,net_bytes=12.0KiB] ReqEnd",
+        "ReqStart Seg[disk_bytes=5.0KiB,net_bytes=5.0KiB] ReqEnd",
+    ]
+    assert [t.split() for t in texts[:2]] == [
+        ["ReqStart", texts[0].split()[1], "ReqEnd"],
+        ["ReqStart", texts[1].split()[1], "ReqEnd"],
+    ]
+    assert [t.kind for t in forms[4].tokens] == [
+        "ReqStart",
+        "Fork",
+        "TaskStart",
+        "Seg",
+        "TaskEnd",
+        "Seg",
+        "Join",
+        "Seg",
+        "ReqEnd",
+    ]
+    assert [t.kind for t in forms[5].tokens] == [
+        "ReqStart",
+        "RpcCall",
+        "RpcServe",
+        "Seg",
+        "RpcReply",
+        "RpcReturn",
+        "Seg",
+        "ReqEnd",
+    ]
+    # on unlimited CPUs the parallel spins overlap: E's critical path is one spin, not two
+    cpu = [f.resources.get("cpu_ns", 0.0) for f in forms]
+    paths = [f.critical_path_ns for f in forms]
+    assert paths[0] == cpu[0] and paths[1] == cpu[1]
+    assert paths[4] == max(t.resources.get("cpu_ns", 0.0) for t in forms[4].tokens)
+    assert 14.8 * MS <= paths[4] <= 15.2 * MS and 29.6 * MS <= cpu[4] <= 30.4 * MS
+    assert paths[5] == cpu[5]
+    assert [f.threads for f in forms] == [1, 1, 1, 1, 2, 2]
+
+
+def test_the_distance_separates_structure_and_resources(schema: EventSchema) -> None:
+    rng = random.Random(2)
+    events, _ = workload("ABCDEFB", rng)
+    its = [items(canonical(r, schema)) for r in extract(events, schema)]
+    a, b, c, d, e, f, b2 = its
+    assert distance(b, b) == 0.0
+    assert distance(b, f) == distance(f, b)
+    assert distance(b, b2) < 0.5  # the same type: 1 % of CPU apart
+    assert distance(c, d) == pytest.approx(14.0)  # 7 KiB read + 7 KiB sent
+    assert 14 < distance(a, b) < 16  # 15 ms of CPU
+    assert distance(b, f) > 2.0  # same CPU, another structure: four sync tokens
+    assert distance(a, e) > 2.0
+
+
+def test_six_types_make_six_pure_clusters_and_a_slow_one_is_an_outlier(schema: EventSchema) -> None:
+    rng = random.Random(3)
+    kinds = "".join(rng.choice("ABCDEF") for _ in range(300))
+    events, truth = workload(kinds, rng)
+    # a slow B (45 ms instead of 15)
+    slow = [
+        e if e.ev != "Spin" else Event(e.ts_ns, e.ev, {**e.attrs, "cpu_ns": 45 * MS})
+        for e in request("B", 300 * 50.0, 300, rng)
+    ]
+    events += slow
+    truth.append("slow")
+    forms = [canonical(r, schema) for r in extract(events, schema)]
+    assert len(forms) == 301
+    model, final, outliers = cluster_all(forms)
+    assert len(model.clusters) == 7
+    by_cluster = Counter((a.cluster, k) for a, k in zip(final, truth, strict=True))
+    purity = sum(
+        max(n for (c, _k), n in by_cluster.items() if c == cl.id) for cl in model.clusters
+    ) / len(truth)
+    assert purity == 1.0
+    assert [i for i, o in enumerate(outliers) if o] == [300]
+    measured: dict[str, float] = {}
+    for f in forms:
+        for k, v in f.resources.items():
+            measured[k] = measured.get(k, 0.0) + v
+    assert all(err is not None and err < 0.02 for err in model.model_error(measured).values())
+
+
+def test_thresholds_and_bad_parameters() -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        Clusterer(threshold=0)
