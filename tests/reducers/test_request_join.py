@@ -162,7 +162,8 @@ def test_events_shuffled_within_the_reorder_window_give_the_same_requests() -> N
     events.sort(key=lambda e: e.ts_ns)
     rng = random.Random(7)
     # each event delayed by up to 500 ms in arrival order, under the 1 s window
-    shuffled = [e for _d, e in sorted((e.ts_ns + rng.randrange(500 * MS), e) for e in events)]
+    delayed = ((e.ts_ns + rng.randrange(500 * MS), i, e) for i, e in enumerate(events))
+    shuffled = [e for _d, _i, e in sorted(delayed)]
     assert shuffled != events
 
     def summary(rs: list[Request]) -> list[tuple[Any, ...]]:

@@ -1,0 +1,192 @@
+"""Requests of a real instrumented HTTP server (tests/workloads/http_server.py), serial and
+concurrent clients: extraction, resources, canonical forms and clusters (seed 002, section 6)."""
+
+from __future__ import annotations
+
+import http.client
+import random
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.parsers.event_schema import EventSchema, event_schema
+from pipeline.parsers.events import Event, parse_events
+from pipeline.reducers.canonical import canonical
+from pipeline.reducers.request_cluster import cluster_all
+from pipeline.reducers.request_join import Request, RequestParser, extract, merge_streams, reorder
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "tests" / "workloads" / "http_server.py"
+SCHEMA_PATH = ROOT / "config" / "schemas" / "http_server.yaml"
+PATHS = {
+    "A": "/longspin",
+    "B": "/shortspin",
+    "C": "/small",
+    "D": "/tiny",
+    "E": "/parspin",
+    "F": "/rpcspin",
+}
+CPU_MS = {"A": 30.0, "B": 15.0, "C": 0.0, "D": 0.0, "E": 30.0, "F": 29.75}
+FILE_BYTES = {"C": 12 * 1024, "D": 5 * 1024}
+MS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Run:
+    events: list[Event]
+    sent: Counter[str]
+
+
+def drive(port: int, clients: int, per_client: int, seed: int) -> Counter[str]:
+    """``clients`` threads, each sending ``per_client`` requests of random types, five per
+    kept-alive connection; returns the requests sent per type."""
+    sent: Counter[str] = Counter()
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def client(n: int) -> None:
+        rng = random.Random(seed * 100 + n)
+        conn = None
+        try:
+            for i in range(per_client):
+                if i % 5 == 0:
+                    if conn is not None:
+                        conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                kind = rng.choice("ABCDEF")
+                conn.request("GET", PATHS[kind])
+                resp = conn.getresponse()
+                resp.read()
+                assert resp.status == 200
+                with lock:
+                    sent[kind] += 1
+        except BaseException as err:
+            errors.append(err)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    if errors:
+        raise errors[0]
+    return sent
+
+
+def serve(tmp: Path, clients: int, per_client: int, seed: int) -> Run:
+    events_path = tmp / "events.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--events", str(events_path), "--workers", "4"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().split()[1])
+        sent = drive(port, clients, per_client, seed)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    with open(events_path, "rb") as fh:
+        events = list(parse_events(fh, str(events_path)))
+    return Run(events, sent)
+
+
+@pytest.fixture(scope="module")
+def schema() -> EventSchema:
+    return event_schema(yaml.safe_load(SCHEMA_PATH.read_text()), str(SCHEMA_PATH))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    yield {
+        "serial": serve(tmp_path_factory.mktemp("serial"), 1, 60, 1),
+        "concurrent": serve(tmp_path_factory.mktemp("concurrent"), 6, 50, 2),
+    }
+
+
+def truth(r: Request) -> tuple[str, str]:
+    [start] = [e for e in r.events if e.ev == "ReqStart"]
+    return start.attrs["_type"], start.attrs["_conn"]
+
+
+def requests(run: Run, schema: EventSchema) -> list[Request]:
+    return list(extract(merge_streams([run.events], schema), schema))
+
+
+@pytest.mark.parametrize("name", ["serial", "concurrent"])
+def test_every_request_is_extracted_whole_with_its_resources(
+    runs: dict[str, Run], schema: EventSchema, name: str
+) -> None:
+    run = runs[name]
+    got = requests(run, schema)
+    assert Counter(truth(r)[0] for r in got) == run.sent
+    for r in got:
+        kind, conn = truth(r)
+        assert (r.seeds, r.complete) == (1, True)  # none merged, none left open
+        assert r.attributes["conn"] == (conn,)  # one connection: none split across two
+        cpu = r.resources["cpu_ns"] / MS
+        assert CPU_MS[kind] <= cpu <= CPU_MS[kind] * 1.05 + 0.5, (kind, cpu)
+        if kind in FILE_BYTES:
+            assert r.resources["disk_bytes"] == FILE_BYTES[kind]
+            assert FILE_BYTES[kind] < r.resources["net_bytes"] < FILE_BYTES[kind] + 64
+
+
+def test_canonical_forms_and_six_pure_clusters(runs: dict[str, Run], schema: EventSchema) -> None:
+    got = requests(runs["serial"], schema) + requests(runs["concurrent"], schema)
+    forms = [canonical(r, schema) for r in got]
+    kinds = [truth(r)[0] for r in got]
+    paths = {
+        k: [f.critical_path_ns / MS for f, kk in zip(forms, kinds, strict=True) if kk == k]
+        for k in "AEF"
+    }
+    # E spends 30 ms of CPU on two threads at once: 15 ms on unlimited CPUs, however it ran
+    assert all(15 <= p <= 16 for p in paths["E"])
+    assert all(29.75 <= p <= 31.5 for p in paths["F"])  # F's spins are in sequence
+    model, final, outliers = cluster_all(forms)
+    assert len(model.clusters) == 6
+    pairs = Counter((a.cluster, k) for a, k in zip(final, kinds, strict=True))
+    purity = sum(
+        max(n for (c, _k), n in pairs.items() if c == cl.id) for cl in model.clusters
+    ) / len(kinds)
+    assert purity >= 0.98
+    measured: dict[str, float] = {}
+    for f in forms:
+        for k, v in f.resources.items():
+            measured[k] = measured.get(k, 0.0) + v
+    errors = model.model_error(measured)
+    assert all(e is not None and e < 0.05 for e in errors.values()), errors
+    assert sum(outliers) <= len(forms) // 50
+
+
+def test_shuffled_events_and_lost_ends(runs: dict[str, Run], schema: EventSchema) -> None:
+    run = runs["concurrent"]
+    ordered = requests(run, schema)
+    rng = random.Random(5)
+    # arrival order scrambled by up to 500 ms (the reorder window is 1 s)
+    delayed = ((e.ts_ns + rng.randrange(500 * MS), i, e) for i, e in enumerate(run.events))
+    shuffled = [e for _k, _i, e in sorted(delayed)]
+    again = list(extract(reorder(shuffled, 1000 * MS, schema), schema))
+    assert sorted((*truth(r), len(r.events)) for r in again) == sorted(
+        (*truth(r), len(r.events)) for r in ordered
+    )
+    # 1 % of the ReqEnd events lost: those requests still come out, alone
+    ends = [i for i, e in enumerate(run.events) if e.ev == "ReqEnd"]
+    lost = set(rng.sample(ends, max(1, len(ends) // 100)))
+    parser = RequestParser(schema)
+    kept = [e for i, e in enumerate(run.events) if i not in lost]
+    got = [r for e in merge_streams([kept], schema) for r in parser.feed(e)] + parser.close()
+    assert len(got) == len(ordered)
+    assert all(r.seeds == 1 for r in got)
+    assert sum(not r.complete for r in got) <= len(lost)
