@@ -35,6 +35,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pipeline.cli.darshan_cmd",
         "diagnose Darshan logs (IOMiner) and print first-order statistics",
     ),
+    "requests": (
+        "pipeline.cli.requests_cmd",
+        "extract requests from event logs (Magpie) and cluster them",
+    ),
 }
 
 
