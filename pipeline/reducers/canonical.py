@@ -103,8 +103,8 @@ def canonical(request: Request, schema: EventSchema) -> Canonical:
     """The canonical form of ``request`` (see the module docstring)."""
     thread_attr = schema.parser.thread_attr
     threads = set(request.attributes.get(thread_attr, ()))
-    seed = next(e for e in request.events if schema.events[e.ev].seed) if request.seeds else None
-    root = _tid(seed, thread_attr, threads) if seed is not None else NO_THREAD
+    seed = request.seed
+    root = _tid(seed, thread_attr, threads)
     use_slices = bool(request.cpu)
     by_thread: dict[int, list[Event]] = {}
     for e in request.events:

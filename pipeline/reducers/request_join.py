@@ -66,6 +66,7 @@ class Request:
         cpu: the running slices charged to it, in time order.
         complete: False when it was flushed with intervals still open (timeout, end of input).
         seeds: seed events it holds (1 for a well-formed request).
+        seed: the first of them.
     """
 
     events: tuple[Event, ...]
@@ -76,6 +77,7 @@ class Request:
     cpu: tuple[CpuSlice, ...]
     complete: bool
     seeds: int
+    seed: Event
 
 
 @dataclass(eq=False, slots=True)
@@ -288,6 +290,7 @@ class RequestParser:
                 tuple(sorted(g.cpu, key=lambda c: c.start_ns)),
                 complete,
                 g.seeds,
+                next(ev for ev in events if self.schema.events[ev.ev].seed),
             )
         ]
 

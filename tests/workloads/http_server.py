@@ -23,7 +23,8 @@ Events are JSON lines (the format of :mod:`pipeline.parsers.events`): ``ts`` fro
 CPU time since its previous event (``time.thread_time_ns()``), and the join attributes of
 ``config/schemas/http_server.yaml``. ``ReqStart`` carries the ground truth ``_type`` and
 ``_conn`` (never joined on). Connections are kept alive: a request on a connection that
-already served one opens the connection again with ``Readable``.
+already served one opens the connection again with ``Readable``. The first line is a
+``ClockSync`` event pairing the monotonic clock with the wall clock (``wall_ns``).
 """
 
 from __future__ import annotations
@@ -249,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         handler: Callable[[int, Any], None] = lambda *_a: stopped.set()  # noqa: E731
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
+        server.ev.emit("ClockSync", wall_ns=time.time_ns())
         server.start()
         print(f"port {server.port}", flush=True)
         stopped.wait()

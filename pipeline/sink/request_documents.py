@@ -1,0 +1,124 @@
+"""Documents of extracted requests and of the workload model (seed 002).
+
+One ``logs-iolens.request`` document per request: when it ran (``@timestamp`` is its first
+event), the join attribute values it bound (``attributes``: ``name=value`` keywords, e.g.
+``conn=10.0.0.1:50282>10.0.0.2:80``), its resource totals, its events, its canonical form and
+critical path, and, when clustered, its cluster and outlier flag. One
+``metrics-iolens.workload_model`` document per cluster of a model snapshot: its size and share,
+its representative, diameter and separation, and the snapshot's model error.
+
+Event timestamps are a machine's monotonic clock; ``wall_offset_ns`` (wall-clock ns minus
+monotonic ns on that machine, see :func:`wall_offset`) turns them into dates. Document ids
+come from the host and the seed event, so a request read again is a 409.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from pipeline.parsers.events import Event
+from pipeline.records import Document, LineRef
+from pipeline.reducers.canonical import Canonical
+from pipeline.reducers.request_cluster import Assignment, Clusterer
+from pipeline.reducers.request_join import Request
+from pipeline.sink.documents import DocContext, doc_id, iso_ms, stream_name
+
+REQUEST_DATASET = "iolens.request"
+MODEL_DATASET = "iolens.workload_model"
+CLOCK_EVENT = "ClockSync"
+"""An event type that pairs the monotonic ``ts`` with the wall clock (``wall_ns``)."""
+
+
+def wall_offset(events: Iterable[Event]) -> int | None:
+    """Wall-clock minus monotonic ns, from the first ``ClockSync`` event
+    (``{"ts": <monotonic ns>, "ev": "ClockSync", "wall_ns": <time.time_ns()>}``); None
+    without one."""
+    for e in events:
+        if e.ev == CLOCK_EVENT and isinstance(e.attrs.get("wall_ns"), int):
+            return int(e.attrs["wall_ns"]) - e.ts_ns
+    return None
+
+
+def request_id(host: str, r: Request) -> str:
+    """The request's id: its host and its first seed event (time, type, attributes)."""
+    seed = r.seed
+    return doc_id(REQUEST_DATASET, host, seed.ts_ns, seed.ev, sorted(seed.attrs.items()))
+
+
+def request_document(
+    ctx: DocContext,
+    host: str,
+    r: Request,
+    c: Canonical,
+    wall_offset_ns: int,
+    refs: tuple[LineRef, ...],
+    created_ms: float,
+    assignment: Assignment | None = None,
+    outlier: bool | None = None,
+) -> Document:
+    """The ``logs-iolens.request`` document of one request."""
+    start_ms = (r.start_ns + wall_offset_ns) / 1e6
+    source = ctx.base("logs", REQUEST_DATASET, start_ms, created_ms)
+    source["event"]["kind"] = "event"
+    source["event"]["duration"] = r.end_ns - r.start_ns
+    source["host"] = {"name": host}
+    req: dict[str, Any] = {
+        "id": request_id(host, r),
+        "start": iso_ms(start_ms),
+        "end": iso_ms((r.end_ns + wall_offset_ns) / 1e6),
+        "duration_ms": (r.end_ns - r.start_ns) / 1e6,
+        "complete": r.complete,
+        "seeds": r.seeds,
+        "attributes": sorted({f"{k}={v}" for k, vs in r.attributes.items() for v in vs}),
+        "resources": dict(r.resources),
+        "event_count": len(r.events),
+        "event_types": sorted({e.ev for e in r.events}),
+        "threads": c.threads,
+        "canonical": c.text(),
+        "critical_path_ms": c.critical_path_ns / 1e6,
+    }
+    if assignment is not None:
+        req["cluster"] = assignment.cluster
+        req["distance"] = assignment.distance
+        req["outlier"] = bool(outlier)
+    source["iolens"] = {"request": req}
+    index = stream_name("logs", REQUEST_DATASET, ctx.namespace)
+    return Document(index, req["id"], source, refs)
+
+
+def model_documents(
+    ctx: DocContext,
+    host: str,
+    model: Clusterer,
+    measured: Mapping[str, float],
+    when_ms: float,
+    created_ms: float,
+) -> Iterator[Document]:
+    """One ``metrics-iolens.workload_model`` document per cluster of the model as it is at
+    ``when_ms`` (the snapshot: host and time)."""
+    snapshot = doc_id(MODEL_DATASET, host, round(when_ms))
+    total = sum(cl.size for cl in model.clusters) or 1
+    errors = {k: v for k, v in model.model_error(measured).items() if v is not None}
+    index = stream_name("metrics", MODEL_DATASET, ctx.namespace)
+    for cl in model.clusters:
+        source = ctx.base("metrics", MODEL_DATASET, when_ms, created_ms)
+        source["host"] = {"name": host}
+        source["iolens"] = {
+            "workload_model": {
+                "snapshot": snapshot,
+                "cluster": cl.id,
+                "size": cl.size,
+                "share": cl.size / total,
+                "representative": cl.representative.text(),
+                "critical_path_ms": cl.representative.critical_path_ns / 1e6,
+                "resources": dict(cl.representative.resources),
+                "diameter": cl.diameter,
+                "max_distance": cl.distance_max,
+                "separation": model.separation(cl.id),
+                "threshold": model.threshold,
+                "requests": total,
+                "model_error": errors,
+            }
+        }
+        yield Document(index, doc_id(snapshot, cl.id), source, ())
