@@ -125,3 +125,11 @@ def test_a_bad_schema_names_the_problem(data: dict[str, object], message: str) -
         event_schema(data, "mine.yaml")
     assert str(err.value).startswith("event schema mine.yaml: ")
     assert message in str(err.value)
+
+
+def test_the_readme_schema_example_is_valid() -> None:
+    readme = (SCHEMAS.parents[1] / "README.md").read_text()
+    block = readme.split("**The schema**")[1].split("```yaml")[1].split("```")[0]
+    schema = event_schema(yaml.safe_load(block), "README.md")
+    assert schema.resource_names == ("cpu_ns", "sched_cpu_ns")
+    assert schema.sync == (("Fork", "task", "TaskStart"),)
