@@ -45,6 +45,7 @@ bench: $(STAMP) sysdeps
 	$(BIN)/python bench/fio_hist.py
 	$(BIN)/python bench/peer_diagnosis.py
 	$(BIN)/python bench/darshan_ingest.py
+	$(BIN)/python bench/requests.py
 
 clean: stop
 	rm -rf var

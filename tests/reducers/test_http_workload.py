@@ -3,104 +3,28 @@ concurrent clients: extraction, resources, canonical forms and clusters (seed 00
 
 from __future__ import annotations
 
-import http.client
 import random
-import signal
-import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
 from pipeline.parsers.event_schema import EventSchema, event_schema
-from pipeline.parsers.events import Event, parse_events
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.request_cluster import cluster_all
 from pipeline.reducers.request_join import Request, RequestParser, extract, merge_streams, reorder
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER = ROOT / "tests" / "workloads" / "http_server.py"
+sys.path.insert(0, str(ROOT / "tests" / "workloads"))
+from http_client import Run, serve  # noqa: E402
+
 SCHEMA_PATH = ROOT / "config" / "schemas" / "http_server.yaml"
-PATHS = {
-    "A": "/longspin",
-    "B": "/shortspin",
-    "C": "/small",
-    "D": "/tiny",
-    "E": "/parspin",
-    "F": "/rpcspin",
-}
 CPU_MS = {"A": 30.0, "B": 15.0, "C": 0.0, "D": 0.0, "E": 30.0, "F": 29.75}
 FILE_BYTES = {"C": 12 * 1024, "D": 5 * 1024}
 MS = 1_000_000
-
-
-@dataclass(frozen=True)
-class Run:
-    events: list[Event]
-    sent: Counter[str]
-
-
-def drive(port: int, clients: int, per_client: int, seed: int) -> Counter[str]:
-    """``clients`` threads, each sending ``per_client`` requests of random types, five per
-    kept-alive connection; returns the requests sent per type."""
-    sent: Counter[str] = Counter()
-    lock = threading.Lock()
-    errors: list[BaseException] = []
-
-    def client(n: int) -> None:
-        rng = random.Random(seed * 100 + n)
-        conn = None
-        try:
-            for i in range(per_client):
-                if i % 5 == 0:
-                    if conn is not None:
-                        conn.close()
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                kind = rng.choice("ABCDEF")
-                conn.request("GET", PATHS[kind])
-                resp = conn.getresponse()
-                resp.read()
-                assert resp.status == 200
-                with lock:
-                    sent[kind] += 1
-        except BaseException as err:
-            errors.append(err)
-        finally:
-            if conn is not None:
-                conn.close()
-
-    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    if errors:
-        raise errors[0]
-    return sent
-
-
-def serve(tmp: Path, clients: int, per_client: int, seed: int) -> Run:
-    events_path = tmp / "events.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--events", str(events_path), "--workers", "4"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline().split()[1])
-        sent = drive(port, clients, per_client, seed)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-    with open(events_path, "rb") as fh:
-        events = list(parse_events(fh, str(events_path)))
-    return Run(events, sent)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,96 @@
+"""A client for tests/workloads/http_server.py: mixed concurrent load, and a whole recorded run.
+
+``serve(dir, clients, per_client, seed)`` starts the server as a process, drives it with
+``clients`` threads of ``per_client`` random requests each (five per kept-alive connection),
+stops it and returns its events and the requests sent per type.
+"""
+
+from __future__ import annotations
+
+import http.client
+import random
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.parsers.events import Event, parse_events
+
+SERVER = Path(__file__).resolve().parent / "http_server.py"
+PATHS = {
+    "A": "/longspin",
+    "B": "/shortspin",
+    "C": "/small",
+    "D": "/tiny",
+    "E": "/parspin",
+    "F": "/rpcspin",
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """A recorded run: the server's events, and the requests the clients sent per type."""
+
+    events: list[Event]
+    sent: Counter[str]
+
+
+def drive(port: int, clients: int, per_client: int, seed: int) -> Counter[str]:
+    """``clients`` threads, each sending ``per_client`` requests of random types, five per
+    kept-alive connection; returns the requests sent per type."""
+    sent: Counter[str] = Counter()
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def client(n: int) -> None:
+        rng = random.Random(seed * 100 + n)
+        conn = None
+        try:
+            for i in range(per_client):
+                if i % 5 == 0:
+                    if conn is not None:
+                        conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                kind = rng.choice("ABCDEF")
+                conn.request("GET", PATHS[kind])
+                resp = conn.getresponse()
+                resp.read()
+                assert resp.status == 200
+                with lock:
+                    sent[kind] += 1
+        except BaseException as err:
+            errors.append(err)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    if errors:
+        raise errors[0]
+    return sent
+
+
+def serve(tmp: Path, clients: int, per_client: int, seed: int) -> Run:
+    events_path = tmp / "events.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--events", str(events_path), "--workers", "4"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().split()[1])
+        sent = drive(port, clients, per_client, seed)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    with open(events_path, "rb") as fh:
+        events = list(parse_events(fh, str(events_path)))
+    return Run(events, sent)
