@@ -27,7 +27,12 @@ from pipeline.parsers.errors import ParseError
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.parsers.events import Event, parse_event_line, perf_sched_events
 from pipeline.reducers.canonical import Canonical, canonical
-from pipeline.reducers.request_cluster import Assignment, Clusterer, cluster_all
+from pipeline.reducers.request_cluster import (
+    Assignment,
+    Clusterer,
+    cluster_all,
+    total_resources,
+)
 from pipeline.reducers.request_join import Request, RequestParser, merge_streams
 
 
@@ -178,11 +183,7 @@ def _extract(args: argparse.Namespace) -> int:
     if args.cluster and forms:
         clusterer, final, flags = cluster_all(forms, args.threshold)
         assignments, outliers = list(final), list(flags)
-        measured: dict[str, float] = {}
-        for f in forms:
-            for k, v in f.resources.items():
-                measured[k] = measured.get(k, 0.0) + v
-        model = model_dict(clusterer, measured)
+        model = model_dict(clusterer, total_resources(forms))
     rows = [
         request_dict(r, c, n, a, o)
         for n, (r, c, a, o) in enumerate(zip(reqs, forms, assignments, outliers, strict=True))

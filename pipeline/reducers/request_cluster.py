@@ -25,7 +25,8 @@ cluster's mean distance (and than ``threshold / 4``), or alone in its cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pipeline.reducers.canonical import Canonical
@@ -226,3 +227,30 @@ def cluster_all(
         model.add(c)
     final = [model.nearest(c) for c in reqs]
     return model, final, [model.is_outlier(a.cluster, a.distance) for a in final]
+
+
+def total_resources(forms: Iterable[Canonical]) -> dict[str, float]:
+    """The summed resources of canonical requests (what :meth:`Clusterer.model_error`
+    compares the model with)."""
+    out: dict[str, float] = {}
+    for f in forms:
+        for k, v in f.resources.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def purity(assignments: Sequence[Assignment], labels: Sequence[Hashable]) -> float:
+    """Share of requests whose cluster's most common label is their own (1.0: every cluster
+    holds one type), for workloads whose request types are known (reference/
+    magpie-servicerate.md A.10).
+
+    Raises:
+        ValueError: the sequences differ in length or are empty.
+    """
+    if len(assignments) != len(labels) or not labels:
+        raise ValueError("one label per assignment, and at least one")
+    pairs = Counter((a.cluster, label) for a, label in zip(assignments, labels, strict=True))
+    best: dict[int, int] = {}
+    for (cluster, _label), n in pairs.items():
+        best[cluster] = max(best.get(cluster, 0), n)
+    return sum(best.values()) / len(labels)

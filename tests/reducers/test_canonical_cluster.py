@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,15 @@ import yaml
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.parsers.events import Event
 from pipeline.reducers.canonical import canonical
-from pipeline.reducers.request_cluster import Clusterer, cluster_all, distance, items
+from pipeline.reducers.request_cluster import (
+    Assignment,
+    Clusterer,
+    cluster_all,
+    distance,
+    items,
+    purity,
+    total_resources,
+)
 from pipeline.reducers.request_join import extract
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schemas" / "http_server.yaml"
@@ -166,19 +173,19 @@ def test_six_types_make_six_pure_clusters_and_a_slow_one_is_an_outlier(schema: E
     assert len(forms) == 301
     model, final, outliers = cluster_all(forms)
     assert len(model.clusters) == 7
-    by_cluster = Counter((a.cluster, k) for a, k in zip(final, truth, strict=True))
-    purity = sum(
-        max(n for (c, _k), n in by_cluster.items() if c == cl.id) for cl in model.clusters
-    ) / len(truth)
-    assert purity == 1.0
+    assert purity(final, truth) == 1.0
     assert [i for i, o in enumerate(outliers) if o] == [300]
-    measured: dict[str, float] = {}
-    for f in forms:
-        for k, v in f.resources.items():
-            measured[k] = measured.get(k, 0.0) + v
+    measured = total_resources(forms)
     assert all(err is not None and err < 0.02 for err in model.model_error(measured).values())
 
 
 def test_thresholds_and_bad_parameters() -> None:
     with pytest.raises(ValueError, match="must be positive"):
         Clusterer(threshold=0)
+
+
+def test_purity_counts_each_clusters_majority_label() -> None:
+    got = [Assignment(0, 0.0), Assignment(0, 1.0), Assignment(1, 0.0), Assignment(1, 0.5)]
+    assert purity(got, ["x", "y", "z", "z"]) == 0.75
+    with pytest.raises(ValueError, match="one label per assignment"):
+        purity(got, ["x"])

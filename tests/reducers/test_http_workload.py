@@ -14,7 +14,7 @@ import yaml
 
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.reducers.canonical import canonical
-from pipeline.reducers.request_cluster import cluster_all
+from pipeline.reducers.request_cluster import cluster_all, purity, total_resources
 from pipeline.reducers.request_join import Request, RequestParser, extract, merge_streams, reorder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,15 +80,8 @@ def test_canonical_forms_and_six_pure_clusters(runs: dict[str, Run], schema: Eve
     assert all(29.75 <= p <= 31.5 for p in paths["F"])  # F's spins are in sequence
     model, final, outliers = cluster_all(forms)
     assert len(model.clusters) == 6
-    pairs = Counter((a.cluster, k) for a, k in zip(final, kinds, strict=True))
-    purity = sum(
-        max(n for (c, _k), n in pairs.items() if c == cl.id) for cl in model.clusters
-    ) / len(kinds)
-    assert purity >= 0.98
-    measured: dict[str, float] = {}
-    for f in forms:
-        for k, v in f.resources.items():
-            measured[k] = measured.get(k, 0.0) + v
+    assert purity(final, kinds) >= 0.98
+    measured = total_resources(forms)
     errors = model.model_error(measured)
     assert all(e is not None and e < 0.05 for e in errors.values()), errors
     assert sum(outliers) <= len(forms) // 50
