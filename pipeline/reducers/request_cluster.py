@@ -14,9 +14,11 @@ same request as a 15 ms spin on one thread although they use the same CPU.
 
 The clusterer is incremental (it can run online): a request joins the cluster whose
 representative is nearest unless that distance exceeds ``threshold``, in which case it starts
-a cluster of its own. A cluster keeps its representative (the medoid of a bounded sample of its
-members, recomputed as it grows), its size, the mean and largest distance of its members to the
-representative (its diameter) and their summed resources. The workload model is the
+a cluster of its own (representatives whose mass alone puts them farther than the best so far
+are not compared, see :func:`mass`). A cluster keeps its representative (the medoid of a
+bounded sample of its members, recomputed when its size doubles, then every 4096 members), its
+size, the mean and largest distance of its members to the representative (its diameter) and
+their summed resources. The workload model is the
 representatives with their frequencies; its *model error* per resource is
 ``|sum_c n_c r(rep_c) - sum_req r(req)| / sum_req r(req)`` (the paper's Table 2 column). A
 request is an *outlier* when it is farther from its representative than ``outlier_k`` times the
@@ -63,11 +65,17 @@ def _diff(a: Vector, b: Vector) -> float:
     return sum(abs(da.get(k, 0.0) - db.get(k, 0.0)) for k in da.keys() | db.keys())
 
 
+def mass(a: Sequence[Item], c0: float = 1.0) -> float:
+    """What deleting every token of ``a`` costs. Each edit changes the mass by at most its
+    cost, so ``|mass(a) - mass(b)|`` is a lower bound of :func:`distance`."""
+    return sum(c0 + _norm(r) for _k, r in a)
+
+
 def distance(a: Sequence[Item], b: Sequence[Item], c0: float = 1.0) -> float:
     """The resource-weighted edit distance between two serialised requests (module docstring).
 
-    Symmetric, 0 only for equal sequences, and at most the cost of deleting one and inserting
-    the other.
+    Symmetric, 0 only for equal sequences, at least ``|mass(a) - mass(b)|`` and at most the
+    cost of deleting one and inserting the other.
     """
     na = [c0 + _norm(r) for _k, r in a]
     nb = [c0 + _norm(r) for _k, r in b]
@@ -102,6 +110,7 @@ class Cluster:
     distance_max: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
     _rep_items: tuple[Item, ...] = ()
+    _rep_mass: float = 0.0
     _sample: list[tuple[Canonical, tuple[Item, ...]]] = field(default_factory=list)
 
     @property
@@ -141,14 +150,9 @@ class Clusterer:
     def add(self, c: Canonical) -> Assignment:
         """Place one request; its cluster and its distance to that cluster's representative."""
         its = items(c)
-        best: Cluster | None = None
-        best_d = float("inf")
-        for cl in self.clusters:
-            d = distance(its, cl._rep_items, self.c0)
-            if d < best_d:
-                best, best_d = cl, d
+        best, best_d = self._nearest(its)
         if best is None or best_d > self.threshold:
-            best = Cluster(len(self.clusters), c, _rep_items=its)
+            best = Cluster(len(self.clusters), c, _rep_items=its, _rep_mass=mass(its, self.c0))
             self.clusters.append(best)
             best_d = 0.0
         best.size += 1
@@ -160,9 +164,25 @@ class Clusterer:
             best._sample.append((c, its))
         else:
             best._sample[best.size % self.sample] = (c, its)
-        if best.size in (2, 4, 8, 16) or best.size % 64 == 0:
+        if best.size & (best.size - 1) == 0 or best.size % 4096 == 0:  # sizes 1, 2, 4, 8...
             self._recentre(best)
         return Assignment(best.id, best_d)
+
+    def _nearest(self, its: tuple[Item, ...]) -> tuple[Cluster | None, float]:
+        """The nearest representative (the lowest id among equals) and its distance. Clusters
+        are tried in order of the mass lower bound; those whose bound exceeds the best distance
+        so far are not compared."""
+        m = mass(its, self.c0)
+        order = sorted(self.clusters, key=lambda cl: (abs(cl._rep_mass - m), cl.id))
+        best: Cluster | None = None
+        best_d = float("inf")
+        for cl in order:
+            if abs(cl._rep_mass - m) > best_d:
+                break
+            d = distance(its, cl._rep_items, self.c0)
+            if d < best_d or (d == best_d and best is not None and cl.id < best.id):
+                best, best_d = cl, d
+        return best, best_d
 
     def _recentre(self, cl: Cluster) -> None:
         """Make the sample's medoid the representative."""
@@ -175,13 +195,14 @@ class Clusterer:
                 sums[j] += d
         k = min(range(len(sample)), key=sums.__getitem__)
         cl.representative, cl._rep_items = sample[k]
+        cl._rep_mass = mass(cl._rep_items, self.c0)
 
     def nearest(self, c: Canonical) -> Assignment:
         """The cluster nearest to ``c`` now, without adding it."""
-        its = items(c)
-        ds = [(distance(its, cl._rep_items, self.c0), cl.id) for cl in self.clusters]
-        d, i = min(ds)
-        return Assignment(i, d)
+        best, d = self._nearest(items(c))
+        if best is None:
+            raise ValueError("the model has no cluster yet")
+        return Assignment(best.id, d)
 
     def is_outlier(self, cluster: int, d: float) -> bool:
         """Whether a request at distance ``d`` from cluster ``cluster``'s representative is an

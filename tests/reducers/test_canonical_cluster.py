@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.parsers.events import Event
@@ -18,6 +20,7 @@ from pipeline.reducers.request_cluster import (
     cluster_all,
     distance,
     items,
+    mass,
     purity,
     total_resources,
 )
@@ -189,3 +192,27 @@ def test_purity_counts_each_clusters_majority_label() -> None:
     assert purity(got, ["x", "y", "z", "z"]) == 0.75
     with pytest.raises(ValueError, match="one label per assignment"):
         purity(got, ["x"])
+
+
+TOKENS = st.lists(
+    st.tuples(
+        st.sampled_from(["Seg", "Fork", "Join", "ReqEnd"]),
+        st.lists(
+            st.tuples(st.sampled_from(["cpu_ns", "disk_bytes"]), st.floats(0, 50)),
+            max_size=2,
+            unique_by=lambda kv: kv[0],
+        ).map(lambda kvs: tuple(sorted(kvs))),
+    ),
+    max_size=6,
+)
+
+
+@given(TOKENS, TOKENS, TOKENS)
+@settings(max_examples=300, deadline=None)
+def test_the_distance_is_a_metric_bounded_below_by_the_mass(a: Any, b: Any, c: Any) -> None:
+    d = distance(a, b)
+    assert d == pytest.approx(distance(b, a))
+    assert d >= abs(mass(a) - mass(b)) - 1e-9
+    assert d <= mass(a) + mass(b) + 1e-9
+    assert distance(a, a) == 0.0
+    assert distance(a, c) <= d + distance(b, c) + 1e-9
