@@ -77,10 +77,12 @@ def drive(port: int, clients: int, per_client: int, seed: int) -> Counter[str]:
     return sent
 
 
-def serve(tmp: Path, clients: int, per_client: int, seed: int) -> Run:
+def serve(tmp: Path, clients: int, per_client: int, seed: int, cpu: int | None = None) -> Run:
+    """Run the server (on CPU ``cpu`` only, if given), drive it, stop it; its events."""
     events_path = tmp / "events.jsonl"
+    pin = [] if cpu is None else ["--cpu", str(cpu)]
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--events", str(events_path), "--workers", "4"],
+        [sys.executable, str(SERVER), "--events", str(events_path), "--workers", "4", *pin],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -241,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=Path, required=True)
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--helpers", type=int, default=2)
+    p.add_argument("--cpu", type=int, help="run on this CPU only (a starved server)")
     args = p.parse_args(argv)
+    if args.cpu is not None:  # before any thread starts: they inherit it
+        os.sched_setaffinity(0, {args.cpu})
     files = args.events.parent / "static"
     make_files(files)
     with open(args.events, "wb") as fh:
