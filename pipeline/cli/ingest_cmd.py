@@ -40,15 +40,12 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as err:
         raise ConfigError(f"--tz: {err.errors()[0]['msg']}") from None
     with Cluster(settings) as cluster:
-        job = MainJob(settings, cluster.client)
-        job.once = True
-        try:
+        with MainJob(settings, cluster.client) as job:
+            job.once = True
             drops = [
                 DropSettings(type=args.type, path=str(f.parent), tz=args.tz) for f in args.FILE
             ]
             job.ingest(list(zip(args.FILE, drops, strict=True)))
             summary = job.finish()
-        finally:
-            job.close()
         report_run(cluster.client, settings.elasticsearch.namespace, summary, Console())
     return 0

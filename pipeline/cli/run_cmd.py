@@ -71,8 +71,7 @@ def run(args: argparse.Namespace) -> int:
             "no drop directories: add drops: to the config or pass --drop fio-hist=DIR"
         )
     with Cluster(settings, detach=args.keep_server) as cluster:
-        job = MainJob(settings, cluster.client)
-        try:
+        with MainJob(settings, cluster.client) as job:
             if args.once:
                 summary = job.run_once()
             else:
@@ -81,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
                     signal.signal(sig, lambda *_: stop.set())
                 log.info("running; stop with Ctrl-C")
                 summary = job.run_forever(stop)
-        finally:
-            job.close()
         report_run(cluster.client, settings.elasticsearch.namespace, summary, Console())
         if cluster.server is not None and args.keep_server:
             print(f"the embedded server keeps running at {cluster.url} (stop it with: make stop)")

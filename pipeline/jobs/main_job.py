@@ -568,8 +568,14 @@ class MainJob:
         s.spooled = self.sink.spool.pending()
         return s
 
+    def __enter__(self) -> MainJob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
-        """Flush and release the registry and job state."""
+        """Flush and release the registry and job state (also on leaving a ``with`` block)."""
         self.sink.close()
         self.darshan_pool.close()
         self._lease.release()

@@ -51,11 +51,8 @@ def make_settings(es_url: str, tmp: Path, ns: str, drops: list[dict[str, Any]]) 
 
 
 def run_once(settings: Settings, client: Elasticsearch) -> RunSummary:
-    job = MainJob(settings, client)
-    try:
+    with MainJob(settings, client) as job:
         return job.run_once()
-    finally:
-        job.close()
 
 
 def sources(client: Elasticsearch, index: str, *sort: str) -> list[dict[str, Any]]:

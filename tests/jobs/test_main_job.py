@@ -54,11 +54,8 @@ def make_settings(es_url: str, drop: Path, state: Path, namespace: str, **fio: A
 
 
 def run_once(settings: Settings, client: Elasticsearch, **kw: Any) -> RunSummary:
-    job = MainJob(settings, client, **kw)
-    try:
+    with MainJob(settings, client, **kw) as job:
         return job.run_once()
-    finally:
-        job.close()
 
 
 def count(client: Elasticsearch, stream: str, ns: str, query: dict | None = None) -> int:

@@ -70,11 +70,8 @@ def make_settings(
 
 
 def run_once(settings: Settings, client: Elasticsearch) -> RunSummary:
-    job = MainJob(settings, client)
-    try:
+    with MainJob(settings, client) as job:
         return job.run_once()
-    finally:
-        job.close()
 
 
 def verdicts(client: Elasticsearch, ns: str) -> dict[tuple[str, float], tuple[bool, bool]]:

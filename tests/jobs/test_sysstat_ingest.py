@@ -37,11 +37,8 @@ def make_settings(es_url: str, drop: Path, state: Path, ns: str, kind: str) -> S
 
 
 def run_once(settings: Settings, client: Elasticsearch) -> RunSummary:
-    job = MainJob(settings, client)
-    try:
+    with MainJob(settings, client) as job:
         return job.run_once()
-    finally:
-        job.close()
 
 
 def finished_intervals(lines: list[bytes]) -> list[DiskSample]:
