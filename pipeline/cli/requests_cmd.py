@@ -115,22 +115,10 @@ def request_dict(
 
 
 def model_dict(model: Clusterer, measured: dict[str, float]) -> dict[str, Any]:
-    """The workload model: per cluster its size, share, representative and spread."""
-    total = sum(cl.size for cl in model.clusters) or 1
+    """The workload model: its clusters (:meth:`Clusterer.summary`), the model error per
+    resource against ``measured`` and the threshold."""
     return {
-        "clusters": [
-            {
-                "cluster": cl.id,
-                "size": cl.size,
-                "share": cl.size / total,
-                "representative": cl.representative.text(),
-                "critical_path_ms": cl.representative.critical_path_ns / 1e6,
-                "diameter": cl.diameter,
-                "max_distance": cl.distance_max,
-                "separation": model.separation(cl.id),
-            }
-            for cl in model.clusters
-        ],
+        "clusters": model.summary(),
         "model_error": model.model_error(measured),
         "threshold": model.threshold,
     }

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pipeline.reducers.canonical import Canonical
 
@@ -219,6 +220,27 @@ class Clusterer:
             if cl.id != cluster
         ]
         return min(ds) if ds else None
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per cluster, as plain values: ``cluster``, ``size``, ``share`` (of all clustered
+        requests), ``representative`` (its canonical text), ``critical_path_ms`` and
+        ``resources`` of the representative, ``diameter``, ``max_distance`` and
+        ``separation`` (None for a lone cluster)."""
+        total = sum(cl.size for cl in self.clusters) or 1
+        return [
+            {
+                "cluster": cl.id,
+                "size": cl.size,
+                "share": cl.size / total,
+                "representative": cl.representative.text(),
+                "critical_path_ms": cl.representative.critical_path_ns / 1e6,
+                "resources": dict(cl.representative.resources),
+                "diameter": cl.diameter,
+                "max_distance": cl.distance_max,
+                "separation": self.separation(cl.id),
+            }
+            for cl in self.clusters
+        ]
 
     def model_error(self, measured: Mapping[str, float]) -> dict[str, float | None]:
         """Per resource, the relative difference between the model (representatives times

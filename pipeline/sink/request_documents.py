@@ -98,27 +98,19 @@ def model_documents(
     """One ``metrics-iolens.workload_model`` document per cluster of the model as it is at
     ``when_ms`` (the snapshot: host and time)."""
     snapshot = doc_id(MODEL_DATASET, host, round(when_ms))
-    total = sum(cl.size for cl in model.clusters) or 1
     errors = {k: v for k, v in model.model_error(measured).items() if v is not None}
+    requests = sum(cl.size for cl in model.clusters)
     index = stream_name("metrics", MODEL_DATASET, ctx.namespace)
-    for cl in model.clusters:
+    for cluster in model.summary():
         source = ctx.base("metrics", MODEL_DATASET, when_ms, created_ms)
         source["host"] = {"name": host}
         source["iolens"] = {
             "workload_model": {
                 "snapshot": snapshot,
-                "cluster": cl.id,
-                "size": cl.size,
-                "share": cl.size / total,
-                "representative": cl.representative.text(),
-                "critical_path_ms": cl.representative.critical_path_ns / 1e6,
-                "resources": dict(cl.representative.resources),
-                "diameter": cl.diameter,
-                "max_distance": cl.distance_max,
-                "separation": model.separation(cl.id),
+                **cluster,
                 "threshold": model.threshold,
-                "requests": total,
+                "requests": requests,
                 "model_error": errors,
             }
         }
-        yield Document(index, doc_id(snapshot, cl.id), source, ())
+        yield Document(index, doc_id(snapshot, cluster["cluster"]), source, ())
