@@ -76,6 +76,29 @@ class Canonical:
         """The serialisation as text: ``ReqStart Seg[cpu_ns=30.1ms] ReqEnd``."""
         return " ".join(_token_text(t) for t in self.tokens)
 
+    def to_json(self) -> dict[str, Any]:
+        """Plain values (JSON): ``tokens`` as ``[kind, tid, resources, start_ns]`` lists."""
+        return {
+            "tokens": [[t.kind, t.tid, dict(t.resources), t.start_ns] for t in self.tokens],
+            "critical_path_ns": self.critical_path_ns,
+            "threads": self.threads,
+            "resources": dict(self.resources),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Canonical:
+        """The inverse of :meth:`to_json`.
+
+        Raises:
+            KeyError, TypeError, ValueError: ``data`` is not what :meth:`to_json` writes.
+        """
+        tokens = tuple(
+            Token(str(kind), int(tid), {str(k): float(v) for k, v in res.items()}, int(start))
+            for kind, tid, res, start in data["tokens"]
+        )
+        resources = {str(k): float(v) for k, v in data["resources"].items()}
+        return cls(tokens, int(data["critical_path_ns"]), int(data["threads"]), resources)
+
 
 def _token_text(t: Token) -> str:
     if t.kind != "Seg":

@@ -242,6 +242,58 @@ class Clusterer:
             for cl in self.clusters
         ]
 
+    def state(self) -> dict[str, Any]:
+        """The whole model as plain values (JSON), to continue it later with
+        :meth:`from_state`: parameters, and per cluster its representative, counters and the
+        sample its medoid is chosen from."""
+        return {
+            "threshold": self.threshold,
+            "c0": self.c0,
+            "sample": self.sample,
+            "outlier_k": self.outlier_k,
+            "clusters": [
+                {
+                    "id": cl.id,
+                    "representative": cl.representative.to_json(),
+                    "size": cl.size,
+                    "distance_sum": cl.distance_sum,
+                    "distance_max": cl.distance_max,
+                    "resources": cl.resources,
+                    "sample": [c.to_json() for c, _its in cl._sample],
+                }
+                for cl in self.clusters
+            ],
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> Clusterer:
+        """The model :meth:`state` described.
+
+        Raises:
+            KeyError, TypeError, ValueError: ``state`` is not what :meth:`state` writes.
+        """
+        model = cls(state["threshold"], state["c0"], state["sample"], state["outlier_k"])
+        for n, d in enumerate(state["clusters"]):
+            if d["id"] != n:
+                raise ValueError(f"cluster {n} is numbered {d['id']}")
+            rep = Canonical.from_json(d["representative"])
+            its = items(rep)
+            sample = [(c, items(c)) for c in map(Canonical.from_json, d["sample"])]
+            model.clusters.append(
+                Cluster(
+                    n,
+                    rep,
+                    int(d["size"]),
+                    float(d["distance_sum"]),
+                    float(d["distance_max"]),
+                    {str(k): float(v) for k, v in d["resources"].items()},
+                    its,
+                    mass(its, model.c0),
+                    sample,
+                )
+            )
+        return model
+
     def model_error(self, measured: Mapping[str, float]) -> dict[str, float | None]:
         """Per resource, the relative difference between the model (representatives times
         cluster sizes) and ``measured`` (the summed resources of the clustered requests)."""

@@ -22,7 +22,10 @@ so that CPU used just before a ``BIND_STOP`` goes to the request being stopped
 (``cpu_ns``, ``bytes:disk``...) are summed per request.
 
 The parser works the same online (events fed as they are tailed) and offline; it never reads
-files or clocks: events in, :class:`Request` values out.
+files or clocks: events in, :class:`Request` values out. Online, :class:`LineHolds` counts which
+input lines the parser still needs (an event of an open sub-graph, a context switch whose slice
+is running or was charged to an open sub-graph), so a shipper commits a file's offset only past
+lines whose requests are delivered (DESIGN.md, delivery promise).
 """
 
 from __future__ import annotations
@@ -53,6 +56,48 @@ class CpuSlice:
     end_ns: int
 
 
+class LineHolds:
+    """Reference counts of input lines (by line number) that are still needed.
+
+    Whoever needs a line takes a hold on it and drops the hold when done; when the last hold of
+    a line is dropped the line is *released* (:meth:`pop_released`): nothing derived from it is
+    pending any more, so once its documents are acknowledged its offset may be committed.
+    """
+
+    def __init__(self) -> None:
+        self._n: dict[int, int] = {}
+        self._released: list[int] = []
+
+    def take(self, line_no: int) -> None:
+        """One more hold on ``line_no``."""
+        self._n[line_no] = self._n.get(line_no, 0) + 1
+
+    def drop(self, line_no: int) -> None:
+        """Drop one hold on ``line_no``.
+
+        Raises:
+            KeyError: ``line_no`` holds nothing.
+        """
+        n = self._n[line_no] - 1
+        if n:
+            self._n[line_no] = n
+        else:
+            del self._n[line_no]
+            self._released.append(line_no)
+
+    def held(self, line_no: int) -> int:
+        """Holds on ``line_no`` (0 when released or never taken)."""
+        return self._n.get(line_no, 0)
+
+    def __len__(self) -> int:
+        return len(self._n)
+
+    def pop_released(self) -> list[int]:
+        """Lines released since the last call, in the order they were released."""
+        out, self._released = self._released, []
+        return out
+
+
 @dataclass(frozen=True)
 class Request:
     """One extracted request.
@@ -67,6 +112,7 @@ class Request:
         complete: False when it was flushed with intervals still open (timeout, end of input).
         seeds: seed events it holds (1 for a well-formed request).
         seed: the first of them.
+        kernel_lines: line numbers of the context switches whose slices were charged to it.
     """
 
     events: tuple[Event, ...]
@@ -78,6 +124,13 @@ class Request:
     complete: bool
     seeds: int
     seed: Event
+    kernel_lines: tuple[int, ...] = ()
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        """Every input line it derives from (its events' and the charged context switches'),
+        ascending."""
+        return tuple(sorted({e.line_no for e in self.events} | set(self.kernel_lines)))
 
 
 @dataclass(eq=False, slots=True)
@@ -88,6 +141,7 @@ class _Graph:
     last_ns: int = 0
     resources: dict[str, float] = field(default_factory=dict)
     cpu: list[CpuSlice] = field(default_factory=list)
+    kernel_lines: set[int] = field(default_factory=set)
 
     def absorb(self, other: _Graph) -> None:
         self.events += other.events
@@ -97,6 +151,7 @@ class _Graph:
         for k, v in other.resources.items():
             self.resources[k] = self.resources.get(k, 0.0) + v
         self.cpu += other.cpu
+        self.kernel_lines |= other.kernel_lines
 
 
 @dataclass
@@ -121,14 +176,21 @@ class RequestParser:
         schema: the event schema.
         on_garbage: called with the events of each garbage-collected sub-graph (for
             diagnostics; default: dropped).
+        holds: when given, the parser holds the line (``Event.line_no``) of every event of a
+            sub-graph until the sub-graph is emitted or collected, and of every context switch
+            while its slice runs and until each sub-graph it was charged to is finished.
     """
 
     def __init__(
-        self, schema: EventSchema, on_garbage: Callable[[list[Event]], None] | None = None
+        self,
+        schema: EventSchema,
+        on_garbage: Callable[[list[Event]], None] | None = None,
+        holds: LineHolds | None = None,
     ) -> None:
         self.schema = schema
         self.stats = ParserStats()
         self._on_garbage = on_garbage
+        self._holds = holds
         self._live: dict[Key, _Graph] = {}
         self._open: set[_Graph] = set()
         self._order = itertools.count()
@@ -145,13 +207,13 @@ class RequestParser:
             ),
             "Thread",
         )
-        self._running: dict[int, tuple[int, int]] = {}  # cpu -> (tid, since ns)
+        self._running: dict[int, tuple[int, int, int]] = {}  # cpu -> (tid, since ns, line)
         self._on_cpu: dict[int, int] = {}  # tid -> cpu
         self._resources = schema.resource_names
 
     # -- CPU accounting ------------------------------------------------------------------
 
-    def _charge(self, tid: int, start: int, end: int) -> None:
+    def _charge(self, tid: int, start: int, end: int, line_no: int) -> None:
         if end <= start:
             return
         owner = self._live.get((self._thread_domain, tid))
@@ -160,6 +222,10 @@ class RequestParser:
                 end - start
             )
             owner.cpu.append(CpuSlice(tid, start, end))
+            if line_no not in owner.kernel_lines:
+                owner.kernel_lines.add(line_no)
+                if self._holds is not None:
+                    self._holds.take(line_no)
 
     def _switch(self, e: Event) -> None:
         try:
@@ -169,10 +235,14 @@ class RequestParser:
             return
         running = self._running.get(cpu)
         if running is not None and running[0] == prev:
-            self._charge(prev, running[1], e.ts_ns)
+            self._charge(prev, running[1], e.ts_ns, running[2])
         if self._on_cpu.get(prev) == cpu:
             del self._on_cpu[prev]
-        self._running[cpu] = (nxt, e.ts_ns)
+        if self._holds is not None:
+            self._holds.take(e.line_no)
+            if running is not None:
+                self._holds.drop(running[2])
+        self._running[cpu] = (nxt, e.ts_ns, e.line_no)
         self._on_cpu[nxt] = cpu
 
     def _checkpoint(self, e: Event) -> None:
@@ -182,9 +252,9 @@ class RequestParser:
         cpu = self._on_cpu.get(tid)
         if cpu is None:
             return
-        _tid, since = self._running[cpu]
-        self._charge(tid, since, e.ts_ns)
-        self._running[cpu] = (tid, max(since, e.ts_ns))
+        _tid, since, line_no = self._running[cpu]
+        self._charge(tid, since, e.ts_ns, line_no)
+        self._running[cpu] = (tid, max(since, e.ts_ns), line_no)
 
     # -- the join ------------------------------------------------------------------------
 
@@ -219,6 +289,8 @@ class RequestParser:
                 stops.append(key)
         root = self._merge(owners)
         root.events.append((e.ts_ns, next(self._order), e))
+        if self._holds is not None:
+            self._holds.take(e.line_no)
         root.last_ns = max(root.last_ns, e.ts_ns)
         if etype.seed:
             root.seeds += 1
@@ -251,6 +323,9 @@ class RequestParser:
         for g in owners:
             if g is root:
                 continue
+            if self._holds is not None:
+                for line_no in g.kernel_lines & root.kernel_lines:
+                    self._holds.drop(line_no)
             root.absorb(g)
             for key in g.open:
                 self._live[key] = root
@@ -262,6 +337,11 @@ class RequestParser:
         for key in g.open:
             if self._live.get(key) is g:
                 del self._live[key]
+        if self._holds is not None:
+            for _t, _o, ev in g.events:
+                self._holds.drop(ev.line_no)
+            for line_no in g.kernel_lines:
+                self._holds.drop(line_no)
         if not g.seeds:
             self.stats.garbage_graphs += 1
             self.stats.garbage_events += len(g.events)
@@ -291,6 +371,7 @@ class RequestParser:
                 complete,
                 g.seeds,
                 next(ev for ev in events if self.schema.events[ev.ev].seed),
+                tuple(sorted(g.kernel_lines)),
             )
         ]
 
@@ -308,7 +389,17 @@ class RequestParser:
         out: list[Request] = []
         for g in sorted(self._open, key=lambda g: min(t for t, _o, _e in g.events)):
             out += self._finish(g, complete=False)
+        if self._holds is not None:
+            for _tid, _since, line_no in self._running.values():
+                self._holds.drop(line_no)
+        self._running.clear()
+        self._on_cpu.clear()
         return out
+
+    def sweep(self, now_ns: int) -> list[Request]:
+        """Flush the sub-graphs idle for longer than the timeout at time ``now_ns`` (on the
+        events' clock): what a source that went quiet still holds."""
+        return self._sweep(now_ns)
 
 
 def _by_time(item: tuple[int, int, Event]) -> tuple[int, int]:
@@ -326,34 +417,70 @@ def extract(events: Iterable[Event], schema: EventSchema) -> Iterator[Request]:
 # -- ordering ------------------------------------------------------------------------------
 
 
-def reorder(
-    events: Iterable[Event], window_ns: int, schema: EventSchema | None = None
-) -> Iterator[Event]:
-    """One source's events in timestamp order, given that none arrives more than
-    ``window_ns`` after a later-stamped one (seed 002, 3: the ~1 s reorder queue).
+class ReorderQueue:
+    """One source's events put back in timestamp order (seed 002, 3: the ~1 s reorder queue).
 
-    An event of a type with ``start_attr`` (posted at the end of an operation) also puts a
-    synthetic ``<ev>Start`` event, stamped with that attribute's value, into the queue. Events
-    later than the window allows are passed on at once, out of order.
+    :meth:`push` returns the events that can no longer be preceded by a later arrival: those
+    stamped ``window_ns`` or more before the newest event seen. An event of a type with
+    ``start_attr`` (posted at the end of an operation) also queues a synthetic ``<ev>Start``
+    event, stamped with that attribute's value and carrying the same line number. Events later
+    than the window allows are passed on at the next push, out of order.
+
+    Args:
+        window_ns: the reorder window, ns.
+        schema: for ``start_attr``; None: no synthetic events.
+        holds: when given, each queued event holds its line until the caller, having fed it
+            on, drops the hold.
     """
-    heap: list[tuple[int, int, Event]] = []
-    order = itertools.count()
-    newest = -1
-    for e in events:
-        heapq.heappush(heap, (e.ts_ns, next(order), e))
-        if schema is not None:
-            etype = schema.events.get(e.ev)
+
+    def __init__(
+        self, window_ns: int, schema: EventSchema | None = None, holds: LineHolds | None = None
+    ) -> None:
+        self.window_ns = window_ns
+        self.schema = schema
+        self._holds = holds
+        self.newest = -1
+        """Timestamp of the newest event pushed, ns (-1 before the first)."""
+        self._heap: list[tuple[int, int, Event]] = []
+        self._order = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, e: Event) -> list[Event]:
+        """Queue ``e`` (and its synthetic start); the events now due, in timestamp order."""
+        heapq.heappush(self._heap, (e.ts_ns, next(self._order), e))
+        if self._holds is not None:
+            self._holds.take(e.line_no)
+        if self.schema is not None:
+            etype = self.schema.events.get(e.ev)
             if etype is not None and etype.start_attr is not None:
                 start = e.attrs.get(etype.start_attr)
                 if isinstance(start, int) and not isinstance(start, bool):
                     attrs = {k: v for k, v in e.attrs.items() if k != etype.start_attr}
                     synthetic = Event(start, f"{e.ev}Start", attrs, e.line_no)
-                    heapq.heappush(heap, (start, next(order), synthetic))
-        newest = max(newest, e.ts_ns)
-        while heap and heap[0][0] <= newest - window_ns:
-            yield heapq.heappop(heap)[2]
-    while heap:
-        yield heapq.heappop(heap)[2]
+                    heapq.heappush(self._heap, (start, next(self._order), synthetic))
+                    if self._holds is not None:
+                        self._holds.take(e.line_no)
+        self.newest = max(self.newest, e.ts_ns)
+        due: list[Event] = []
+        while self._heap and self._heap[0][0] <= self.newest - self.window_ns:
+            due.append(heapq.heappop(self._heap)[2])
+        return due
+
+    def drain(self) -> list[Event]:
+        """Every queued event, in timestamp order (end of input, or a quiet source)."""
+        return [heapq.heappop(self._heap)[2] for _ in range(len(self._heap))]
+
+
+def reorder(
+    events: Iterable[Event], window_ns: int, schema: EventSchema | None = None
+) -> Iterator[Event]:
+    """One source's events in timestamp order through a :class:`ReorderQueue`."""
+    queue = ReorderQueue(window_ns, schema)
+    for e in events:
+        yield from queue.push(e)
+    yield from queue.drain()
 
 
 def merge_streams(streams: Iterable[Iterable[Event]], schema: EventSchema) -> Iterator[Event]:

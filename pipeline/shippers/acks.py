@@ -90,6 +90,20 @@ class AckTracker:
         line.remaining -= 1
         state.outstanding -= 1
 
+    def hold(self, file_key: str, end_offset: int) -> None:
+        """One more acknowledgement for the tracked line ending at ``end_offset`` to wait for:
+        a document derived from it was made after it was read (a request that ended later).
+
+        Raises:
+            KeyError: no such line is tracked, or it was committed already.
+        """
+        state = self._files.get(file_key)
+        line = state.by_offset.get(end_offset) if state is not None else None
+        if state is None or line is None:
+            raise KeyError(f"{file_key}: no tracked line ends at offset {end_offset}")
+        line.remaining += 1
+        state.outstanding += 1
+
     def committable(self, file_key: str) -> tuple[int, int] | None:
         """Pop the longest fully acknowledged prefix of the file's tracked lines.
 

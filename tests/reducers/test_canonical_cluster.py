@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,19 @@ def test_the_distance_is_a_metric_bounded_below_by_the_mass(a: Any, b: Any, c: A
     assert d <= mass(a) + mass(b) + 1e-9
     assert distance(a, a) == 0.0
     assert distance(a, c) <= d + distance(b, c) + 1e-9
+
+
+def test_a_saved_model_goes_on_where_it_stopped(schema: EventSchema) -> None:
+    rng = random.Random(5)
+    events, _truth = workload("".join(rng.choice("ABCDEF") for _ in range(120)), rng)
+    forms = [canonical(r, schema) for r in extract(events, schema)]
+    first = Clusterer()
+    for f in forms[:60]:
+        first.add(f)
+    resumed = Clusterer.from_state(json.loads(json.dumps(first.state())))
+    assert resumed.state() == first.state() and len(first.clusters) == 6
+    # the saved model places the rest exactly as the one that never stopped
+    assert [resumed.add(f) for f in forms[60:]] == [first.add(f) for f in forms[60:]]
+    assert resumed.summary() == first.summary()
+    with pytest.raises(ValueError, match="cluster 0 is numbered 3"):
+        Clusterer.from_state({**first.state(), "clusters": [{"id": 3}]})

@@ -11,7 +11,15 @@ import yaml
 
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.parsers.events import Event
-from pipeline.reducers.request_join import Request, RequestParser, extract, merge_streams, reorder
+from pipeline.reducers.request_join import (
+    LineHolds,
+    ReorderQueue,
+    Request,
+    RequestParser,
+    extract,
+    merge_streams,
+    reorder,
+)
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schemas" / "http_server.yaml"
 MS = 1_000_000
@@ -197,3 +205,47 @@ def test_end_posted_events_get_a_synthetic_start_at_their_start_time() -> None:
     assert [e.ev for e in r.events][3:6] == ["DiskReadStart", "DiskRead", "Spin"]
     assert r.events[3].ts_ns == 1 * MS
     assert r.resources["disk_bytes"] == 4096
+
+
+def with_lines(events: list[Event]) -> list[Event]:
+    return [Event(e.ts_ns, e.ev, e.attrs, n) for n, e in enumerate(events, start=1)]
+
+
+def test_lines_are_held_until_their_request_and_slices_are_finished() -> None:
+    # line 1 switches thread 10 in before its request starts; the request's CPU comes from that
+    # slice, so line 1 is held until the request is emitted, and the request derives from it
+    events = with_lines(
+        [
+            ev(0.05, "CSwitch", cpu=0, prev_tid=0, prev_state="R", next_tid=10),
+            *spin_request(0, "c1", 10, 30),
+            ev(31, "Accept", conn="c2", tid=1),  # opens a connection that never ends
+            ev(40, "CSwitch", cpu=0, prev_tid=10, prev_state="S", next_tid=0),
+        ]
+    )
+    holds = LineHolds()
+    parser = RequestParser(schema(), holds=holds)
+    released: list[int] = []
+    done: list[Request] = []
+    for e in events:
+        done += parser.feed(e)
+        released += holds.pop_released()
+        if e.line_no == 6:  # Send: the request is open, and so is the slice of line 1
+            assert released == [] and holds.held(1) == 2
+    [r] = done
+    assert r.kernel_lines == (1,) and r.lines == (1, 2, 3, 4, 5, 6, 7)
+    # released when the request ended (1..7), the listener's Accept of c2 (8) stays held, and
+    # line 1's slice ended at line 9, which now runs the idle thread
+    assert sorted(released) == [1, 2, 3, 4, 5, 6, 7]
+    assert holds.held(8) == 1 and holds.held(9) == 1
+    parser.close()
+    assert sorted(holds.pop_released()) == [8, 9] and len(holds) == 0
+
+
+def test_the_reorder_queue_holds_what_it_keeps() -> None:
+    holds = LineHolds()
+    queue = ReorderQueue(5 * MS, None, holds)
+    events = with_lines([ev(10, "A"), ev(8, "B"), ev(16, "C")])
+    assert queue.push(events[0]) == [] and queue.push(events[1]) == []
+    assert [e.ev for e in queue.push(events[2])] == ["B", "A"]  # 8, 10 <= 16 - 5
+    assert [holds.held(n) for n in (1, 2, 3)] == [1, 1, 1]  # until the caller drops them
+    assert [e.ev for e in queue.drain()] == ["C"] and len(queue) == 0

@@ -139,3 +139,19 @@ def test_committable_never_passes_an_unsettled_line(
     assert committed_line == len(n_docs)
     assert t.outstanding("f") == 0
     assert t.committable("f") is None
+
+
+def test_a_hold_makes_a_line_wait_for_one_more_acknowledgement() -> None:
+    t = AckTracker()
+    t.track("f", 1, 10, 1)  # an event line, held by an open request
+    t.track("f", 2, 20, 1)
+    t.hold("f", 10)  # the request's document derives from both lines
+    t.hold("f", 20)
+    t.ack("f", 10)  # the request let go of its lines...
+    t.ack("f", 20)
+    assert t.committable("f") is None and t.outstanding("f") == 2
+    t.ack("f", 20)  # ...and its document was acknowledged once per line
+    t.ack("f", 10)
+    assert t.committable("f") == (20, 2)
+    with pytest.raises(KeyError, match="no tracked line ends at offset 10"):
+        t.hold("f", 10)
