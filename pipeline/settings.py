@@ -16,7 +16,14 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pipeline.errors import ConfigError
 
@@ -60,7 +67,7 @@ class EmbeddedSettings(_Frozen):
     start_timeout_s: float = Field(20.0, gt=0, description="How long to wait for it to answer.")
 
 
-DropType = Literal["fio-hist", "sadf", "sadc", "darshan", "slurm", "lmt"]
+DropType = Literal["fio-hist", "sadf", "sadc", "darshan", "slurm", "lmt", "events"]
 
 DEFAULT_PATTERNS: dict[str, str] = {
     "fio-hist": "*_clat_hist.*.log*",
@@ -69,30 +76,42 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "darshan": "*.darshan",
     "slurm": "*",
     "lmt": "*.csv",
+    "events": "*.jsonl",
 }
 
 
 class DropSettings(_Frozen):
     """One drop directory watched by a shipper."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
     type: DropType = Field(
         description="Input format of the files dropped here: fio-hist (fio histogram logs), "
         "sadf (sadf -d CSV, tailed, or sadf -j JSON), sadc (sadc binary activity files, read "
         "whole through sadf on this host), darshan (Darshan binary logs, or darshan-parser "
         "text dumps named *.txt, read whole once stable), slurm (sacct --parsable2 output, "
-        "tailed), lmt (LMT per-OST CSV exports with cumulative counters, tailed)."
+        "tailed), lmt (LMT per-OST CSV exports with cumulative counters, tailed), events "
+        "(JSON-lines application and kernel event logs, tailed and joined into requests with "
+        "the drop's schema)."
     )
     path: str = Field(description="Directory to watch (recursively).")
     pattern: str | None = Field(
         None,
         description="Glob of file names to read; default *_clat_hist.*.log* for fio-hist, "
         "*.darshan for darshan (Darshan renames *.darshan_partial when the log is complete), "
-        "*.csv for lmt, every file for sadf, sadc and slurm.",
+        "*.csv for lmt, *.jsonl for events, every file for sadf, sadc and slurm.",
     )
     host: str | None = Field(
         None,
         description="host.name for files here; default: the file name's host suffix, else the "
         "first sub-directory under the drop directory, else this machine's name.",
+    )
+    schema_file: str | None = Field(
+        None,
+        alias="schema",
+        description="events drops: the event schema (YAML, see config/schemas/) that joins the "
+        "events of each file into requests; each file is one machine's stream (its application "
+        "events and, appended to it, its kernel context switches).",
     )
     tz: str = Field(
         "UTC",
@@ -108,6 +127,14 @@ class DropSettings(_Frozen):
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"unknown time zone {v!r} (use an IANA name, e.g. UTC)") from None
         return v
+
+    @model_validator(mode="after")
+    def _schema_for_events(self) -> DropSettings:
+        if self.type == "events" and not self.schema_file:
+            raise ValueError("an events drop needs schema: the event schema file (YAML)")
+        if self.type != "events" and self.schema_file:
+            raise ValueError("schema: is only for events drops")
+        return self
 
     @property
     def glob(self) -> str:
@@ -246,6 +273,23 @@ class DarshanSettings(_Frozen):
     )
 
 
+class RequestsSettings(_Frozen):
+    """Requests of events drops: behavioural clustering into the workload model (seed 002)."""
+
+    threshold: float = Field(
+        2.0,
+        gt=0,
+        description="Distance above which a request starts a new cluster (1 unit = 1 ms of "
+        "CPU or 1 KiB, plus 1 per token of different structure).",
+    )
+    snapshot_s: float = Field(
+        60.0,
+        gt=0,
+        description="How often the workload model is written to metrics-iolens.workload_model "
+        "while requests arrive (and once at the end of a run).",
+    )
+
+
 class SinkSettings(_Frozen):
     """Bulk indexing, retries, spool and dead letters."""
 
@@ -274,6 +318,7 @@ class Settings(_Frozen):
     fio: FioSettings = Field(default_factory=FioSettings)
     peer: PeerSettings = Field(default_factory=PeerSettings)
     darshan: DarshanSettings = Field(default_factory=DarshanSettings)
+    requests: RequestsSettings = Field(default_factory=RequestsSettings)
     sink: SinkSettings = Field(default_factory=SinkSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 

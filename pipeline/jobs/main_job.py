@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gzip
+import hashlib
 import json
 import logging
 import os
@@ -32,12 +33,14 @@ from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.peer_job import PeerJob, load_thresholds
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.event_schema import EventSchema
 from pipeline.records import Document
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import Thresholds
 from pipeline.settings import ConfigError, DropSettings, Settings
 from pipeline.shippers.acks import AckTracker
 from pipeline.shippers.darshan_tail import DarshanPool, DarshanTail
+from pipeline.shippers.events_tail import EventsTail, Released, WorkloadModel, load_schema
 from pipeline.shippers.fio_tail import FioTail, fio_path_parts, last_time_ms
 from pipeline.shippers.hosts import host_for
 from pipeline.shippers.identity import identify
@@ -57,8 +60,9 @@ from pipeline.sink.templates import install, load_templates
 
 log = logging.getLogger(__name__)
 
-Tail = FioTail | SysstatTail | DarshanTail | TableTail
-"""A file being read: fio histogram log, sysstat data, a Darshan log, Slurm or LMT records."""
+Tail = FioTail | SysstatTail | DarshanTail | TableTail | EventsTail
+"""A file being read: fio histogram log, sysstat data, a Darshan log, Slurm or LMT records, an
+event log."""
 
 WHOLE_FILE_TYPES = ("sadc", "darshan")
 """Drop types whose files are read whole (binary), so any non-empty head identifies them."""
@@ -139,6 +143,7 @@ class MainJob:
         self.summary = RunSummary()
         self._read_keys: set[str] = set()
         self.darshan_pool = DarshanPool(settings.darshan.workers)
+        self._models: dict[str, tuple[EventSchema, WorkloadModel]] = {}
         self.once = False
         """Whole-file inputs are complete as found (no wait for them to be stable)."""
         self._load_anchors()
@@ -268,6 +273,16 @@ class MainJob:
             ttail = TableTail(key, p, kind, ZoneInfo(drop.tz))
             ttail.resume(state.offset, state.line_no, state.cursor)
             return self._track(ttail, drop)
+        if drop.type == "events":
+            schema, model = self._model_for(drop)
+            if state is None:
+                state = self.registry.upsert_new(key, p)
+            elif state.path != p:
+                self.registry.set_path(key, p)
+            host = host_for(path, Path(drop.path), drop.host, self._hostname)
+            etail = EventsTail(key, p, host, schema, model)
+            etail.resume(state.offset, state.line_no, state.cursor)
+            return self._track(etail, drop)
         if drop.type in ("sadf", "sadc"):
             if state is None:
                 state = self.registry.upsert_new(key, p)
@@ -294,6 +309,26 @@ class MainJob:
         fio_tail = FioTail(key, p, src, self.settings.fio, anchor + offset_ms)
         fio_tail.resume(state.offset, state.line_no, state.cursor)
         return self._track(fio_tail, drop)
+
+    def _model_for(self, drop: DropSettings) -> tuple[EventSchema, WorkloadModel]:
+        """The schema and workload model of an events drop (loaded once per drop).
+
+        Raises:
+            ConfigError: the schema cannot be loaded, or the saved model cannot be read.
+        """
+        root = str(Path(drop.path))
+        if root not in self._models:
+            assert drop.schema_file is not None  # the settings require it for events drops
+            schema = load_schema(Path(drop.schema_file))
+            name = Path(drop.schema_file).stem
+            digest = hashlib.sha1(root.encode(), usedforsecurity=False).hexdigest()[:10]
+            path = self.state_dir / "models" / f"{name}.{digest}.json"
+            try:
+                model = WorkloadModel(name, path, self.settings.requests)
+            except ValueError as err:
+                raise ConfigError(f"{err}; move it away to start a new model") from None
+            self._models[root] = (schema, model)
+        return self._models[root]
 
     def _track(self, tail: Tail, drop: DropSettings) -> Tail:
         self.tails[tail.key] = tail
@@ -379,6 +414,8 @@ class MainJob:
 
     def _ship(self, tail: Tail, chunk: TailChunk) -> None:
         now_ms = self.clock() * 1000
+        if isinstance(tail, EventsTail):
+            tail.last_read_s = now_ms / 1000
         for res in tail.process(chunk, self.ctx, now_ms):
             self.summary.lines += 1
             if res.bad is not None:
@@ -389,10 +426,35 @@ class MainJob:
                 )
             waits = len(res.docs) if res.pending is None else res.pending
             self.acks.track(tail.key, res.ref.line_no, res.ref.end_offset, waits)
+            self._settle_lines(tail.key, res.holds, res.releases)
             for doc in res.docs:
                 self.sink.add(doc)
-            if not waits:
+            if not waits or res.releases:
                 self._commit(tail.key)
+
+    def _settle_lines(self, key: str, holds: Sequence[int], releases: Sequence[int]) -> None:
+        """Lines that wait for one more acknowledgement each, then lines given one."""
+        for end in holds:
+            self.acks.hold(key, end)
+        for end in releases:
+            self.acks.ack(key, end)
+
+    def _idle_events(self, final: bool = False) -> None:
+        """Let quiet event logs flush what they hold; snapshot the workload models that are
+        due (every one that changed, when ``final``)."""
+        now = self.clock()
+        for tail in list(self.tails.values()):
+            if isinstance(tail, EventsTail):
+                rel: Released = tail.idle(now, self.ctx, final=final)
+                self._settle_lines(tail.key, rel.holds, rel.releases)
+                for doc in rel.docs:
+                    self.sink.add(doc)
+                if rel.releases:
+                    self._commit(tail.key)
+        for _schema, model in self._models.values():
+            if model.changed and (final or model.due(now)):
+                for doc in model.snapshot(self.ctx, self._hostname, now):
+                    self.sink.add(doc)
 
     def _restart_truncated(self, tail: Tail) -> None:
         log.warning("%s was truncated: reading it again from the start", tail.path)
@@ -484,6 +546,7 @@ class MainJob:
 
     def finish(self) -> RunSummary:
         """Flush, compute every dirty interval, flush again; returns the summary."""
+        self._idle_events(final=True)
         self.sink.flush()
         for p in sorted(self._unidentified):
             log.warning("%s has no complete first line yet; it was not read", p)
@@ -525,6 +588,7 @@ class MainJob:
                     for tail in list(self.tails.values()):
                         if not tail.exhausted:
                             self.pump(tail)
+                    self._idle_events()
                     self.summary.intervals += self.latency.run()
                     self.summary.peer_windows += self.peer.run()
                     next_tick = self.clock() + self.settings.jobs.tick_s
@@ -576,6 +640,8 @@ class MainJob:
 
     def close(self) -> None:
         """Flush and release the registry and job state (also on leaving a ``with`` block)."""
+        for _schema, model in self._models.values():
+            model.save()
         self.sink.close()
         self.darshan_pool.close()
         self._lease.release()

@@ -54,6 +54,12 @@ class LineResult:
     pending: int | None = None
     """Acknowledgements the line waits for, when not ``len(docs)``: a line whose sample goes into
     a document finished later (downsampling) waits for that document."""
+    holds: tuple[int, ...] = ()
+    """End offsets of earlier lines of the file that each wait for one more acknowledgement
+    (the documents finished here derive from them: a request's events)."""
+    releases: tuple[int, ...] = ()
+    """End offsets of earlier lines given one acknowledgement without a document (what held
+    them, such as an open request, let go)."""
 
 
 def last_time_ms(path: str) -> int | None:

@@ -56,8 +56,10 @@ def request_document(
     created_ms: float,
     assignment: Assignment | None = None,
     outlier: bool | None = None,
+    model: str | None = None,
 ) -> Document:
-    """The ``logs-iolens.request`` document of one request."""
+    """The ``logs-iolens.request`` document of one request (``model``: the name of the workload
+    model its cluster belongs to)."""
     start_ms = (r.start_ns + wall_offset_ns) / 1e6
     source = ctx.base("logs", REQUEST_DATASET, start_ms, created_ms)
     source["event"]["kind"] = "event"
@@ -82,6 +84,8 @@ def request_document(
         req["cluster"] = assignment.cluster
         req["distance"] = assignment.distance
         req["outlier"] = bool(outlier)
+    if model is not None:
+        req["model"] = model
     source["iolens"] = {"request": req}
     index = stream_name("logs", REQUEST_DATASET, ctx.namespace)
     return Document(index, req["id"], source, refs)
@@ -94,10 +98,12 @@ def model_documents(
     measured: Mapping[str, float],
     when_ms: float,
     created_ms: float,
+    name: str | None = None,
 ) -> Iterator[Document]:
     """One ``metrics-iolens.workload_model`` document per cluster of the model as it is at
-    ``when_ms`` (the snapshot: host and time)."""
-    snapshot = doc_id(MODEL_DATASET, host, round(when_ms))
+    ``when_ms`` (the snapshot: host, model name and time)."""
+    named = (host,) if name is None else (host, name)
+    snapshot = doc_id(MODEL_DATASET, *named, round(when_ms))
     errors = {k: v for k, v in model.model_error(measured).items() if v is not None}
     requests = sum(cl.size for cl in model.clusters)
     index = stream_name("metrics", MODEL_DATASET, ctx.namespace)
@@ -107,6 +113,7 @@ def model_documents(
         source["iolens"] = {
             "workload_model": {
                 "snapshot": snapshot,
+                **({"model": name} if name is not None else {}),
                 **cluster,
                 "threshold": model.threshold,
                 "requests": requests,

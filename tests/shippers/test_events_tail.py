@@ -1,0 +1,216 @@
+"""Tailing an event log of the real instrumented server: requests as offline, lines settled only
+when their requests are, and a restart from any committed offset loses no request."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pipeline.parsers.event_schema import EventSchema
+from pipeline.parsers.events import parse_events
+from pipeline.records import Document
+from pipeline.reducers.canonical import canonical
+from pipeline.reducers.request_join import Request, extract, merge_streams
+from pipeline.settings import RequestsSettings
+from pipeline.shippers.acks import AckTracker
+from pipeline.shippers.events_tail import EventsTail, WorkloadModel, load_schema
+from pipeline.shippers.tailer import split_complete_lines
+from pipeline.sink.documents import DocContext
+from pipeline.sink.request_documents import request_id
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "workloads"))
+from http_client import serve  # noqa: E402
+
+SCHEMA_PATH = ROOT / "config" / "schemas" / "http_server.yaml"
+HOST = "web1"
+CTX = DocContext(namespace="test")
+
+
+@pytest.fixture(scope="module")
+def schema() -> EventSchema:
+    """The server's schema with a 20 ms reorder window: the run lasts about a second, and
+    commits should show within it (the server's lines are at most a few µs out of order)."""
+    s = load_schema(SCHEMA_PATH)
+    return s.model_copy(update={"parser": s.parser.model_copy(update={"reorder_window_ms": 20})})
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[bytes]:
+    tmp = tmp_path_factory.mktemp("events")
+    run = serve(tmp, 4, 25, 11)
+    assert sum(run.sent.values()) == 100
+    yield (tmp / "events.jsonl").read_bytes()
+
+
+def offline(data: bytes, path: str, schema: EventSchema) -> dict[str, Request]:
+    events = list(parse_events(data.splitlines(keepends=True), path))
+    return {request_id(HOST, r): r for r in extract(merge_streams([events], schema), schema)}
+
+
+@dataclass
+class Shipper:
+    """What the main job does with a tail's results, with every document acknowledged at once
+    (or never, for documents sent just before a crash)."""
+
+    tail: EventsTail
+    acks: AckTracker = field(default_factory=AckTracker)
+    docs: list[Document] = field(default_factory=list)
+    committed: tuple[int, int] = (0, 0)
+
+    def feed(self, data: bytes, start: int) -> None:
+        chunk = split_complete_lines(data, start)
+        key = self.tail.key
+        for res in self.tail.process(chunk, CTX, 0.0):
+            waits = len(res.docs) if res.pending is None else res.pending
+            self.acks.track(key, res.ref.line_no, res.ref.end_offset, waits)
+            self.settle(list(res.docs), res.holds, res.releases)
+
+    def idle(self, now_s: float, final: bool = True) -> None:
+        rel = self.tail.idle(now_s, CTX, final=final)
+        self.settle(list(rel.docs), rel.holds, rel.releases)
+
+    def settle(self, docs: list[Document], holds: tuple[int, ...], rel: tuple[int, ...]) -> None:
+        key = self.tail.key
+        for end in holds:
+            self.acks.hold(key, end)
+        for end in rel:
+            self.acks.ack(key, end)
+        for doc in docs:
+            self.docs.append(doc)
+            for ref in doc.refs:
+                self.acks.ack(key, ref.end_offset)
+        while (c := self.acks.committable(key)) is not None:
+            self.committed = c
+
+
+def new_tail(path: Path, schema: EventSchema, state: Path) -> EventsTail:
+    model = WorkloadModel("http_server", state / "model.json", RequestsSettings())
+    return EventsTail("k", str(path), HOST, schema, model)
+
+
+def test_tailed_requests_equal_the_offline_ones_and_every_line_is_committed(
+    log: bytes, schema: EventSchema, tmp_path: Path
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(log)
+    expected = offline(log, str(path), schema)
+    assert len(expected) == 100
+    ship = Shipper(new_tail(path, schema, tmp_path))
+    # read in pieces that cut lines, as a tail of a growing file does
+    pos = 0
+    for cut in range(50_000, len(log) + 50_000, 50_000):
+        piece = split_complete_lines(log[pos:cut], pos)
+        ship.feed(log[pos : piece.next_offset], pos)
+        pos = piece.next_offset
+    old = os.stat(path).st_mtime + schema.parser.timeout_s
+    ship.idle(old)
+    got = {d.doc_id: d.source["iolens"]["request"] for d in ship.docs}
+    assert got.keys() == expected.keys()
+    for rid, r in expected.items():
+        assert got[rid]["resources"] == r.resources
+        assert got[rid]["canonical"] == canonical(r, schema).text()
+        assert got[rid]["event_count"] == len(r.events)
+        assert got[rid]["model"] == "http_server"
+    # every line settled: the whole file committed, nothing held any more
+    assert ship.committed == (len(log), log.count(b"\n"))
+    assert ship.acks.pending_lines("k") == 0
+    assert len(ship.tail._holds) == 0
+    # a request's document waits for every line it derives from
+    for d in ship.docs:
+        assert [ref.line_no for ref in d.refs] == list(expected[d.doc_id].lines)
+
+
+def test_committed_offset_stops_at_the_oldest_open_request(
+    log: bytes, schema: EventSchema, tmp_path: Path
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(log)
+    lines = log.splitlines(keepends=True)
+    half = sum(len(x) for x in lines[: len(lines) // 2])
+    ship = Shipper(new_tail(path, schema, tmp_path))
+    ship.feed(log[:half], 0)
+    offset, line_no = ship.committed
+    assert 0 < offset < half
+    # the next line holds an event of a request not delivered yet (or still queued)
+    emitted = {ref.line_no for d in ship.docs for ref in d.refs}
+    assert line_no + 1 not in emitted
+    assert ship.tail._holds.held(line_no + 1) > 0
+
+
+@pytest.mark.parametrize("fraction", [0.13, 0.5, 0.77])
+def test_restart_from_the_committed_offset_loses_and_duplicates_nothing(
+    log: bytes, schema: EventSchema, tmp_path: Path, fraction: float
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(log)
+    expected = offline(log, str(path), schema)
+    cut = split_complete_lines(log[: int(len(log) * fraction)], 0).next_offset
+    first = Shipper(new_tail(path, schema, tmp_path))
+    first.feed(log[:cut], 0)  # then the process dies: what it held is lost
+    offset, line_no = first.committed
+    first.tail.model.save()
+    second = Shipper(new_tail(path, schema, tmp_path))
+    second.tail.resume(offset, line_no, first.tail.take_snapshot(offset))
+    second.feed(log[offset:], offset)
+    second.idle(os.stat(path).st_mtime + schema.parser.timeout_s)
+    # Elasticsearch keeps the first document of an id (a replay is a 409)
+    kept: dict[str, Document] = {}
+    for d in first.docs + second.docs:
+        kept.setdefault(d.doc_id, d)
+    assert kept.keys() == expected.keys()
+    for rid, r in expected.items():
+        assert kept[rid].source["iolens"]["request"]["resources"] == r.resources
+    assert second.committed == (len(log), log.count(b"\n"))
+    # the model counts each request once, and both halves share its clusters
+    sizes = [cl.size for cl in second.tail.model.clusterer.clusters]
+    assert sum(sizes) == len(expected)
+    assert len(sizes) == 6
+
+
+def test_bad_lines_are_reported_and_settled_at_once(schema: EventSchema, tmp_path: Path) -> None:
+    data = (
+        b'{"ts":1000,"ev":"ClockSync","wall_ns":1700000000000000000}\n'
+        b"not json\n"
+        b'{"ts":2000,"ev":"Accept","conn":"c1"}\n'
+    )
+    path = tmp_path / "e.jsonl"
+    path.write_bytes(data)
+    tail = new_tail(path, schema, tmp_path)
+    results = list(tail.process(split_complete_lines(data, 0), CTX, 0.0))
+    assert [r.bad is not None for r in results] == [False, True, False]
+    bad = results[1].bad
+    assert bad is not None and bad.error.line_no == 2 and bad.error.path == str(path)
+    assert results[1].pending is None and not results[1].docs  # settled: nothing waits
+    assert tail.wall_offset_ns == 1700000000000000000 - 1000
+
+
+def test_a_quiet_file_flushes_its_open_request_as_incomplete(
+    schema: EventSchema, tmp_path: Path
+) -> None:
+    data = (
+        b'{"ts":1000000,"ev":"Accept","conn":"c1"}\n'
+        b'{"ts":2000000,"ev":"Dequeue","conn":"c1","tid":7}\n'
+        b'{"ts":3000000,"ev":"ReqStart","conn":"c1","tid":7}\n'
+        b'{"ts":4000000,"ev":"Spin","tid":7,"cpu_ns":900000}\n'
+    )  # no ReqEnd: the server died
+    path = tmp_path / "e.jsonl"
+    path.write_bytes(data)
+    mtime = os.stat(path).st_mtime
+    ship = Shipper(new_tail(path, schema, tmp_path))
+    ship.tail.last_read_s = mtime
+    ship.feed(data, 0)
+    assert not ship.docs and ship.committed == (0, 0)
+    ship.idle(mtime + 2, final=False)  # queue drained after the 1 s window; request open
+    assert not ship.docs and len(ship.tail._queue or []) == 0
+    ship.idle(mtime + schema.parser.timeout_s)  # not modified for the timeout: flushed
+    [doc] = ship.docs
+    req = doc.source["iolens"]["request"]
+    assert req["complete"] is False
+    assert req["resources"]["cpu_ns"] == 900000
+    assert ship.committed == (len(data), 4)
