@@ -19,6 +19,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p = sub.add_parser(name, help="ingest the given files once", description=__doc__)
     p.add_argument("--type", required=True, choices=sorted(DEFAULT_PATTERNS), help="input format")
     p.add_argument("--tz", default="UTC", help="time zone of local times (slurm, lmt)")
+    p.add_argument("--schema", help="the event schema (YAML) of events files")
     p.add_argument("--state-dir", help="registry, spool and dead letters (default: config)")
     p.add_argument("FILE", nargs="+", type=Path)
 
@@ -35,15 +36,20 @@ def run(args: argparse.Namespace) -> int:
     missing = [str(f) for f in args.FILE if not f.is_file()]
     if missing:
         raise ConfigError(f"no such file: {', '.join(missing)}")
+    if (args.type == "events") != bool(args.schema):
+        raise ConfigError("--schema FILE goes with --type events, and only with it")
     try:
-        DropSettings(type=args.type, path=".", tz=args.tz)
+        DropSettings(type=args.type, path=".", tz=args.tz, schema_file=args.schema)
     except ValidationError as err:
         raise ConfigError(f"--tz: {err.errors()[0]['msg']}") from None
     with Cluster(settings) as cluster:
         with MainJob(settings, cluster.client) as job:
             job.once = True
             drops = [
-                DropSettings(type=args.type, path=str(f.parent), tz=args.tz) for f in args.FILE
+                DropSettings(
+                    type=args.type, path=str(f.parent), tz=args.tz, schema_file=args.schema
+                )
+                for f in args.FILE
             ]
             job.ingest(list(zip(args.FILE, drops, strict=True)))
             summary = job.finish()

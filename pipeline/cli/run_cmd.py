@@ -33,7 +33,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         action="append",
         default=[],
         metavar="TYPE=DIR",
-        help="watch DIR for TYPE files (fio-hist, sadf, sadc); overrides a drop with that path",
+        help=f"watch DIR for TYPE files ({', '.join(DROP_TYPES)}); overrides a drop with that path",
+    )
+    p.add_argument(
+        "--schema",
+        metavar="FILE",
+        help="the event schema (YAML) of the events drops given with --drop",
     )
     p.add_argument("--state-dir", help="registry, spool and dead letters (default: config)")
     p.add_argument(
@@ -43,11 +48,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     )
 
 
-def apply_overrides(settings: Settings, drops: list[str], state_dir: str | None) -> Settings:
-    """Settings with ``--drop`` and ``--state-dir`` applied.
+def apply_overrides(
+    settings: Settings, drops: list[str], state_dir: str | None, schema: str | None = None
+) -> Settings:
+    """Settings with ``--drop``, ``--schema`` and ``--state-dir`` applied.
 
     Raises:
-        ConfigError: a ``--drop`` value is not ``TYPE=DIR`` with a known type.
+        ConfigError: a ``--drop`` value is not ``TYPE=DIR`` with a known type, or an events
+            drop comes without ``--schema``.
     """
     merged = {str(Path(d.path)): d for d in settings.drops}
     for spec in drops:
@@ -56,7 +64,11 @@ def apply_overrides(settings: Settings, drops: list[str], state_dir: str | None)
             raise ConfigError(
                 f"--drop {spec!r}: expected TYPE=DIR with TYPE one of {', '.join(DROP_TYPES)}"
             )
-        merged[str(Path(path))] = DropSettings(type=kind, path=path)
+        if kind == "events" and not schema:
+            raise ConfigError(f"--drop {spec}: an events drop needs --schema FILE")
+        merged[str(Path(path))] = DropSettings(
+            type=kind, path=path, schema_file=schema if kind == "events" else None
+        )
     update: dict[str, object] = {"drops": tuple(merged.values())}
     if state_dir:
         update["state_dir"] = state_dir
@@ -65,7 +77,7 @@ def apply_overrides(settings: Settings, drops: list[str], state_dir: str | None)
 
 def run(args: argparse.Namespace) -> int:
     """Run until interrupted (or once with ``--once``); returns 0 on a clean finish."""
-    settings = apply_overrides(settings_from_args(args), args.drop, args.state_dir)
+    settings = apply_overrides(settings_from_args(args), args.drop, args.state_dir, args.schema)
     if not settings.drops:
         raise ConfigError(
             "no drop directories: add drops: to the config or pass --drop fio-hist=DIR"

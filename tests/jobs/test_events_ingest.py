@@ -7,6 +7,7 @@ import os
 import socket
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from elasticsearch import Elasticsearch
 from pipeline.jobs.main_job import MainJob, RunSummary
 from pipeline.parsers.events import parse_events
 from pipeline.reducers.request_join import extract, merge_streams
+from pipeline.report.workload import indexed_models
 from pipeline.settings import Settings, settings_from_mapping
 from pipeline.shippers.events_tail import load_schema
 from pipeline.shippers.registry import Registry
@@ -112,6 +114,21 @@ def test_requests_and_the_model_are_indexed_once(
     assert (state.offset, state.line_no) == (len(log), log.count(b"\n"))
     again = run_once(settings, client)
     assert again.lines == 0 and f"logs-iolens.request-{ns}" not in again.docs
+
+    # what `iolens requests model` shows: frequencies from the requests, the rest from the
+    # latest snapshot
+    [wm] = indexed_models(client, ns)
+    assert (wm["model"], wm["requests"]) == ("http_server", 120)
+    assert wm["outliers"] == sum(r["outlier"] for r in reqs)
+    by_cluster = Counter(r["cluster"] for r in reqs)
+    assert [(c["cluster"], c["requests"]) for c in wm["clusters"]] == sorted(by_cluster.items())
+    assert sum(c["share"] for c in wm["clusters"]) == pytest.approx(1.0)
+    snap = {m["iolens"]["workload_model"]["cluster"]: m["iolens"]["workload_model"] for m in model}
+    for c in wm["clusters"]:
+        assert c["representative"] == snap[c["cluster"]]["representative"]
+        assert c["incomplete"] == 0
+    assert wm["snapshot"]["requests"] == 120 and wm["snapshot"]["threshold"] == 2.0
+    assert list(indexed_models(client, ns, model="nginx")) == []
 
 
 def test_a_growing_log_is_delivered_exactly_once(

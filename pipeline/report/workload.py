@@ -1,0 +1,165 @@
+"""The workload models as indexed: what ``iolens requests model`` shows (seed 002, section 5).
+
+Two sources, each the authority for its part:
+
+* the request documents (``logs-iolens.request-*``), delivered exactly once, give each
+  cluster's *frequency*: how many requests it holds, how many of them were outliers or
+  incomplete, their mean duration and critical path (a terms aggregation, so the counts hold
+  however many requests there are);
+* the latest snapshot of each model (``metrics-iolens.workload_model-*``) gives what only the
+  shipper's clusterer knows: each cluster's representative in canonical form with its resources
+  and critical path, its diameter and its separation from the nearest other cluster, and the
+  model error per resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from elasticsearch import Elasticsearch, NotFoundError
+
+from pipeline.sink.request_documents import MODEL_DATASET, REQUEST_DATASET
+from pipeline.sink.search import iter_hits, request_errors
+
+MAX_CLUSTERS = 10_000
+"""Clusters per model counted (a threshold that makes more is too small to be a model)."""
+
+
+def _search(client: Elasticsearch, index: str, **body: Any) -> Mapping[str, Any] | None:
+    """One search; None when the data stream does not exist (nothing was indexed yet)."""
+    try:
+        with request_errors(f"search of {index}"):
+            return client.search(index=index, **body)
+    except NotFoundError:
+        return None
+
+
+def request_counts(
+    client: Elasticsearch, namespace: str, model: str | None = None
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per model name and cluster id: ``requests``, ``outliers``, ``incomplete``,
+    ``mean_duration_ms`` and ``mean_critical_path_ms`` of the indexed request documents.
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
+    index = f"logs-{REQUEST_DATASET}-{namespace}"
+    query: dict[str, Any] = {"exists": {"field": "iolens.request.cluster"}}
+    if model is not None:
+        query = {"bool": {"filter": [query, {"term": {"iolens.request.model": model}}]}}
+    per_cluster = {
+        "terms": {"field": "iolens.request.cluster", "size": MAX_CLUSTERS},
+        "aggs": {
+            "outliers": {"filter": {"term": {"iolens.request.outlier": True}}},
+            "incomplete": {"filter": {"term": {"iolens.request.complete": False}}},
+            "duration": {"avg": {"field": "iolens.request.duration_ms"}},
+            "critical": {"avg": {"field": "iolens.request.critical_path_ms"}},
+        },
+    }
+    resp = _search(
+        client,
+        index,
+        size=0,
+        query=query,
+        aggs={
+            "m": {
+                "terms": {"field": "iolens.request.model", "size": 1000},
+                "aggs": {"c": per_cluster},
+            }
+        },
+    )
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    if resp is None:
+        return out
+    for mb in resp["aggregations"]["m"]["buckets"]:
+        clusters = out.setdefault(str(mb["key"]), {})
+        for cb in mb["c"]["buckets"]:
+            clusters[int(cb["key"])] = {
+                "requests": int(cb["doc_count"]),
+                "outliers": int(cb["outliers"]["doc_count"]),
+                "incomplete": int(cb["incomplete"]["doc_count"]),
+                "mean_duration_ms": cb["duration"]["value"],
+                "mean_critical_path_ms": cb["critical"]["value"],
+            }
+    return out
+
+
+def latest_snapshot(
+    client: Elasticsearch, namespace: str, model: str
+) -> tuple[dict[str, Any], dict[int, dict[str, Any]]] | None:
+    """The newest snapshot of ``model``: its common fields (``@timestamp``, ``host``,
+    ``threshold``, ``requests``, ``model_error``) and its clusters by id; None if there is none.
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
+    index = f"metrics-{MODEL_DATASET}-{namespace}"
+    term = {"term": {"iolens.workload_model.model": model}}
+    resp = _search(client, index, size=1, query=term, sort=[{"@timestamp": "desc"}])
+    if resp is None or not resp["hits"]["hits"]:
+        return None
+    top = resp["hits"]["hits"][0]["_source"]
+    snapshot = top["iolens"]["workload_model"]["snapshot"]
+    query = {"term": {"iolens.workload_model.snapshot": snapshot}}
+    clusters: dict[int, dict[str, Any]] = {}
+    sort = [{"iolens.workload_model.cluster": "asc"}]
+    for hit in iter_hits(client, index, query, sort):
+        wm = hit["_source"]["iolens"]["workload_model"]
+        clusters[int(wm["cluster"])] = wm
+    wm = top["iolens"]["workload_model"]
+    head = {
+        "@timestamp": top["@timestamp"],
+        "host": top.get("host", {}).get("name"),
+        "threshold": wm["threshold"],
+        "requests": wm["requests"],
+        "model_error": wm.get("model_error", {}),
+    }
+    return head, clusters
+
+
+def indexed_models(
+    client: Elasticsearch, namespace: str, model: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """Each workload model (or only ``model``) as indexed, by name.
+
+    Yields:
+        ``{"model", "requests", "outliers", "snapshot": {...} | None, "clusters": [...]}``;
+        per cluster (by id) its counts (:func:`request_counts`), ``share`` of the model's
+        requests, and the snapshot's ``representative``, ``critical_path_ms``,
+        ``resources``, ``diameter``, ``max_distance`` and ``separation`` (absent for a
+        cluster newer than the snapshot).
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
+    counts = request_counts(client, namespace, model)
+    for name in sorted(counts):
+        per = counts[name]
+        total = sum(c["requests"] for c in per.values())
+        snap = latest_snapshot(client, namespace, name)
+        head, described = snap if snap is not None else (None, {})
+        clusters = []
+        for cid in sorted(per.keys() | described.keys()):
+            row: dict[str, Any] = {"cluster": cid}
+            row |= per.get(cid, {"requests": 0, "outliers": 0, "incomplete": 0})
+            row["share"] = row["requests"] / total if total else 0.0
+            wm = described.get(cid)
+            if wm is not None:
+                for key in (
+                    "representative",
+                    "critical_path_ms",
+                    "resources",
+                    "diameter",
+                    "max_distance",
+                    "separation",
+                ):
+                    row[key] = wm.get(key)
+            clusters.append(row)
+        yield {
+            "model": name,
+            "requests": total,
+            "outliers": sum(c["outliers"] for c in per.values()),
+            "snapshot": head,
+            "clusters": clusters,
+        }
