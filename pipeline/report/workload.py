@@ -30,7 +30,8 @@ def _search(client: Elasticsearch, index: str, **body: Any) -> Mapping[str, Any]
     """One search; None when the data stream does not exist (nothing was indexed yet)."""
     try:
         with request_errors(f"search of {index}"):
-            return client.search(index=index, **body)
+            body_: Mapping[str, Any] = client.search(index=index, **body).body
+            return body_
     except NotFoundError:
         return None
 
