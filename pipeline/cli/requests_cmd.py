@@ -1,12 +1,22 @@
 """``iolens requests``: Magpie request extraction from event logs (seed 002).
 
 ``iolens requests extract --schema FILE [--kernel FILE] [--cluster] [--threshold X] [--json]
-EVENTS...`` reads one machine's JSON-lines event logs (and, with ``--kernel``, the
-``perf script --ns`` output of its ``sched:sched_switch`` events), joins the events into
-requests with the schema's temporal joins and prints each request: the join attribute values
-it bound, its resources, its events and its canonical form. ``--cluster`` adds behavioural
-clustering: each request's cluster and outlier flag, then the workload model (clusters, their
-frequencies, diameters and separations, and the model error per resource).
+EVENTS...`` reads JSON-lines event logs (and, with ``--kernel``, the ``perf script --ns``
+output of ``sched:sched_switch`` events), joins the events into requests with the schema's
+temporal joins and prints each request: the join attribute values it bound, its resources, its
+events and its canonical form. ``--cluster`` adds behavioural clustering: each request's
+cluster and outlier flag, then the workload model (clusters, their frequencies, diameters and
+separations, and the model error per resource).
+
+Files of several machines (each with its own clock) are named ``MACHINE=PATH``, in EVENTS and
+in ``--kernel``: files with the same label are one machine's, unlabelled files are machine
+``default``'s. Each machine's events are then joined on their own, and the fragments of
+requests are stitched across machines where the schema's sync events of two machines match
+(``RpcCall rpc=X`` on one, ``RpcServe rpc=X`` on the other), with each machine's clock offset
+estimated from those messages (:mod:`pipeline.reducers.stitch`). Each request then also gives
+the machines it spans and their clocks' offsets; fragments that joined no request are listed
+with the reason. A label is letters, digits, ``_``, ``.`` and ``-``: write ``./a=b.jsonl`` for
+a file whose name holds ``=``.
 
 A bad event line is reported (file, line, reason) and skipped; the exit status is then 2.
 """
@@ -14,9 +24,12 @@ A bad event line is reported (file, line, reason) and skipped; the exit status i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,6 +47,36 @@ from pipeline.reducers.request_cluster import (
     total_resources,
 )
 from pipeline.reducers.request_join import Request, RequestParser, merge_streams
+from pipeline.reducers.stitch import (
+    ClockOffset,
+    Endpoint,
+    Stitched,
+    StitchedRequest,
+    Unattached,
+    stitch,
+)
+
+DEFAULT_MACHINE = "default"
+"""The machine of unlabelled files."""
+
+_LABELLED = re.compile(r"(?P<machine>[A-Za-z0-9_.-]+)=(?P<path>.+)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Source:
+    """An input file and the machine whose clock stamped it."""
+
+    machine: str
+    path: Path
+
+
+def source(text: str) -> Source:
+    """``MACHINE=PATH``, or ``PATH`` of machine ``default`` (the text before the first ``=`` is
+    a label when it is only letters, digits, ``_``, ``.`` and ``-``)."""
+    m = _LABELLED.fullmatch(text)
+    if m is None:
+        return Source(DEFAULT_MACHINE, Path(text))
+    return Source(m["machine"], Path(m["path"]))
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -46,14 +89,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     )
     acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     x = acts.add_parser("extract", help="requests of event logs, offline")
-    x.add_argument("EVENTS", nargs="+", type=Path, help="JSON-lines event logs of one machine")
+    x.add_argument(
+        "EVENTS",
+        nargs="+",
+        type=source,
+        help="JSON-lines event logs, PATH or MACHINE=PATH (several machines: stitched)",
+    )
     x.add_argument("--schema", type=Path, required=True, help="the event schema (YAML)")
     x.add_argument(
         "--kernel",
-        type=Path,
+        type=source,
         action="append",
         default=[],
-        help="perf script --ns output of sched_switch events (repeatable)",
+        help="perf script --ns output of sched_switch events, PATH or MACHINE=PATH (repeatable)",
     )
     x.add_argument("--cluster", action="store_true", help="cluster the requests")
     x.add_argument("--threshold", type=float, default=2.0, help="new-cluster distance (2.0)")
@@ -129,13 +177,33 @@ def _print_text(out: TextIO, rows: list[dict[str, Any]]) -> None:
         flag = ""
         if "cluster" in row:
             flag = f"  cluster {row['cluster']}{' OUTLIER' if row['outlier'] else ''}"
+        where = f" on {'+'.join(row['machines'])}" if "machines" in row else ""
         attrs = " ".join(f"{k}={','.join(map(str, v))}" for k, v in row["attributes"].items())
         out.write(
             f"request {row['request']}: {row['duration_ms']:.2f} ms, critical path "
-            f"{row['critical_path_ms']:.2f} ms, {len(row['events'])} events"
+            f"{row['critical_path_ms']:.2f} ms, {len(row['events'])} events{where}"
             f"{'' if row['complete'] else ' (incomplete)'}{flag}\n"
             f"  {attrs}\n  {row['canonical']}\n"
         )
+        for machine, c in row.get("clock_offsets", {}).items():
+            out.write(f"  clock of {machine} minus clock of {row['machine']}: {_offset_text(c)}\n")
+        if row.get("unmatched"):
+            ends = ", ".join(_endpoint_text(e) for e in row["unmatched"])
+            out.write(f"  unmatched: {ends}\n")
+
+
+def _offset_text(c: dict[str, Any]) -> str:
+    def ms(v: int | None) -> str:
+        return "?" if v is None else f"{v / 1e6:+.3f}"
+
+    return (
+        f"{ms(c['offset_ns'])} ms (bounds {ms(c['lower_ns'])} .. {ms(c['upper_ns'])} ms, "
+        f"{c['messages']} messages{'' if c['consistent'] else ', CROSSED'})"
+    )
+
+
+def _endpoint_text(e: dict[str, Any]) -> str:
+    return f"{e['event']} {e['attribute']}={e['value']} on {e['machine']}"
 
 
 def _print_model(out: TextIO, model: dict[str, Any]) -> None:
@@ -153,17 +221,31 @@ def _print_model(out: TextIO, model: dict[str, Any]) -> None:
     out.write(f"  model error: {errs}\n")
 
 
-def _extract(args: argparse.Namespace) -> int:
-    schema = load_schema(args.schema)
-    bad: list[ParseError] = []
-    sources: list[Iterator[Event]] = [_events(p, bad) for p in args.EVENTS]
-    sources += [_kernel(p) for p in args.kernel]
-    parser = RequestParser(schema)
-    reqs: list[Request] = []
-    for e in merge_streams(sources, schema):
-        reqs += parser.feed(e)
-    reqs += parser.close()
-    reqs.sort(key=lambda r: r.start_ns)
+def _streams(
+    events: list[Source], kernels: list[Source], bad: list[ParseError]
+) -> dict[str, list[Iterator[Event]]]:
+    """Per machine (in order of first mention), its files' event streams.
+
+    Raises:
+        ConfigError: a ``--kernel`` file of a machine that has no event log.
+    """
+    streams: dict[str, list[Iterator[Event]]] = {}
+    for src in events:
+        streams.setdefault(src.machine, []).append(_events(src.path, bad))
+    for src in kernels:
+        if src.machine not in streams:
+            raise ConfigError(
+                f"--kernel {src.path}: machine {src.machine!r} has no event log; label its "
+                f"EVENTS {src.machine}=PATH (unlabelled files are machine {DEFAULT_MACHINE!r})"
+            )
+        streams[src.machine].append(_kernel(src.path))
+    return streams
+
+
+def _rows(
+    reqs: list[Request], schema: EventSchema, args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Each request as JSON-able values (clustered with ``--cluster``), and the model."""
     forms = [canonical(r, schema) for r in reqs]
     assignments: list[Assignment | None] = [None] * len(reqs)
     outliers: list[bool | None] = [None] * len(reqs)
@@ -176,23 +258,156 @@ def _extract(args: argparse.Namespace) -> int:
         request_dict(r, c, n, a, o)
         for n, (r, c, a, o) in enumerate(zip(reqs, forms, assignments, outliers, strict=True))
     ]
+    return rows, model
+
+
+def _write(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    model: dict[str, Any] | None,
+    extra: list[dict[str, Any]],
+    summary: str,
+) -> None:
     out = sys.stdout
     if args.json:
         for row in rows:
             out.write(json.dumps(row) + "\n")
+        for obj in extra:
+            out.write(json.dumps(obj) + "\n")
         if model is not None:
             out.write(json.dumps({"model": model}) + "\n")
     else:
         _print_text(out, rows)
         if model is not None:
             _print_model(out, model)
-        st = parser.stats
-        out.write(
-            f"{st.requests} requests ({st.incomplete} incomplete) from {st.events} events; "
-            f"{st.garbage_graphs} unseeded groups ({st.garbage_events} events) dropped, "
-            f"{st.unknown} events of types the schema does not declare\n"
-        )
+        out.write(summary)
+
+
+def _extract(args: argparse.Namespace) -> int:
+    schema = load_schema(args.schema)
+    bad: list[ParseError] = []
+    streams = _streams(args.EVENTS, args.kernel, bad)
+    if len(streams) > 1:
+        _extract_stitched(args, schema, streams)
+        return 2 if bad else 0
+    [sources] = streams.values()
+    parser = RequestParser(schema)
+    reqs: list[Request] = []
+    for e in merge_streams(sources, schema):
+        reqs += parser.feed(e)
+    reqs += parser.close()
+    reqs.sort(key=lambda r: r.start_ns)
+    rows, model = _rows(reqs, schema, args)
+    st = parser.stats
+    summary = (
+        f"{st.requests} requests ({st.incomplete} incomplete) from {st.events} events; "
+        f"{st.garbage_graphs} unseeded groups ({st.garbage_events} events) dropped, "
+        f"{st.unknown} events of types the schema does not declare\n"
+    )
+    _write(args, rows, model, [], summary)
     return 2 if bad else 0
+
+
+def offset_dict(c: ClockOffset) -> dict[str, Any]:
+    """A clock offset as JSON-able values (ns)."""
+    return {
+        "offset_ns": c.offset_ns,
+        "lower_ns": c.lower_ns,
+        "upper_ns": c.upper_ns,
+        "messages": c.messages,
+        "consistent": c.consistent,
+    }
+
+
+def endpoint_dict(e: Endpoint) -> dict[str, Any]:
+    """An endpoint as JSON-able values: its event, attribute and value, machine and time."""
+    src, attr, dst = e.sync
+    return {
+        "machine": e.machine,
+        "event": src if e.sends else dst,
+        "attribute": attr,
+        "value": e.value,
+        "sends": e.sends,
+        "ts": e.ts_ns,
+    }
+
+
+def stitch_dict(s: StitchedRequest) -> dict[str, Any]:
+    """What a stitched request adds to :func:`request_dict`: its seed's machine, the machines
+    it spans, their clocks' offsets from the seed machine's, its fragments and unmatched
+    endpoints."""
+    return {
+        "machine": s.machine,
+        "machines": list(s.machines),
+        "clock_offsets": {m: offset_dict(c) for m, c in s.offsets.items()},
+        "fragments": s.fragments,
+        "unmatched": [endpoint_dict(e) for e in s.unmatched],
+    }
+
+
+def _extract_stitched(
+    args: argparse.Namespace, schema: EventSchema, streams: dict[str, list[Iterator[Event]]]
+) -> None:
+    result = stitch({m: merge_streams(ss, schema) for m, ss in streams.items()}, schema)
+    rows, model = _rows([s.request for s in result.requests], schema, args)
+    for row, s in zip(rows, result.requests, strict=True):
+        row |= stitch_dict(s)
+    extra = [unattached_dict(u) for u in result.unattached]
+    extra.append(
+        {
+            "stitch": {
+                "machines": {m: dataclasses.asdict(st) for m, st in result.stats.items()},
+                "clocks": [
+                    {"machines": [a, b], **offset_dict(c)} for (a, b), c in result.clocks.items()
+                ],
+            }
+        }
+    )
+    _write(args, rows, model, extra, _stitch_summary(result))
+
+
+def unattached_dict(u: Unattached) -> dict[str, Any]:
+    """An unattached fragment as JSON-able values: ``{"unattached": {...}}``."""
+    r = u.fragment.request
+    return {
+        "unattached": {
+            "machine": u.fragment.machine,
+            "reason": str(u.reason),
+            "start_ns": r.start_ns,
+            "end_ns": r.end_ns,
+            "complete": r.complete,
+            "resources": r.resources,
+            "endpoints": [endpoint_dict(e) for e in u.fragment.endpoints],
+            "events": [{"ts": e.ts_ns, "ev": e.ev, **e.attrs} for e in r.events],
+        }
+    }
+
+
+def _stitch_summary(result: Stitched) -> str:
+    lines = [
+        f"clock of {b} minus clock of {a}: {_offset_text(offset_dict(c))}"
+        for (a, b), c in result.clocks.items()
+    ]
+    for u in result.unattached:
+        f = u.fragment
+        ends = ", ".join(_endpoint_text(endpoint_dict(e)) for e in f.endpoints)
+        lines.append(
+            f"unattached fragment of {f.machine} ({u.reason}): {len(f.request.events)} events "
+            f"from ts {f.request.start_ns}; {ends}"
+        )
+    for m, st in result.stats.items():
+        lines.append(
+            f"{m}: {st.events} events, {st.requests} requests, {st.fragments} unseeded "
+            f"fragments kept, {st.dropped_groups} unseeded groups ({st.dropped_events} events) "
+            f"dropped, {st.unknown} events of types the schema does not declare"
+        )
+    reqs = result.requests
+    lines.append(
+        f"{len(reqs)} requests ({sum(not s.request.complete for s in reqs)} incomplete) on "
+        f"{len(result.stats)} machines, {sum(len(s.machines) > 1 for s in reqs)} of them "
+        f"stitched across machines; {len(result.unattached)} fragments unattached"
+    )
+    return "".join(line + "\n" for line in lines)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ from typing import Any
 
 from pipeline.parsers.event_schema import EventSchema
 from pipeline.parsers.events import Event
-from pipeline.reducers.request_join import Request
+from pipeline.reducers.request_join import Request, hashable
 
 NO_THREAD = -1
 """The thread of events that carry none (or one the request does not bind): the root's."""
@@ -161,9 +161,9 @@ def canonical(request: Request, schema: EventSchema) -> Canonical:
             item = _Item(e, {})
             if src is not None:
                 attr, dst = src
-                item.signal_keys = ((dst, _key(carried.get(attr))),)
+                item.signal_keys = ((dst, hashable(carried.get(attr))),)
             if dst_attr is not None:
-                key = (e.ev, _key(carried.get(dst_attr)))
+                key = (e.ev, hashable(carried.get(dst_attr)))
                 item.resume_key = key
                 resumes.setdefault(key, tid)
             out.append(item)
@@ -178,10 +178,6 @@ def canonical(request: Request, schema: EventSchema) -> Canonical:
 def _tid(e: Event, thread_attr: str, threads: set[Any]) -> int:
     tid = e.attrs.get(thread_attr)
     return tid if isinstance(tid, int) and tid in threads else NO_THREAD
-
-
-def _key(v: Any) -> Hashable:
-    return v if isinstance(v, str | int | float | bool) or v is None else repr(v)
 
 
 def _add_slices(request: Request, items: dict[int, list[_Item]], root: int) -> None:

@@ -43,8 +43,23 @@ Key = tuple[str, Hashable]
 """A valid-interval's ``(domain, value)``."""
 
 
-def _hashable(v: Any) -> Hashable:
+def hashable(v: Any) -> Hashable:
+    """An attribute value as a hash-table key: scalars as they are, anything else (a list, a
+    mapping) by its ``repr``."""
     return v if isinstance(v, str | int | float | bool) or v is None else repr(v)
+
+
+def join_attributes(events: Iterable[Event], schema: EventSchema) -> dict[str, tuple[Any, ...]]:
+    """Join attribute name -> the values it bound in ``events``, in first-seen order."""
+    out: dict[str, dict[Hashable, None]] = {}
+    for e in events:
+        etype = schema.events.get(e.ev)
+        if etype is None:
+            continue
+        for name in etype.attrs:
+            if name in e.attrs:
+                out.setdefault(name, {})[hashable(e.attrs[name])] = None
+    return {name: tuple(values) for name, values in out.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +293,7 @@ class RequestParser:
         for name, attr in etype.attrs.items():
             if name not in e.attrs:
                 continue
-            key = (attr.domain, _hashable(e.attrs[name]))
+            key = (attr.domain, hashable(e.attrs[name]))
             if attr.bind is Bind.START:
                 starts.append(key)
                 continue
@@ -352,20 +367,12 @@ class RequestParser:
         if not complete:
             self.stats.incomplete += 1
         events = tuple(ev for _t, _o, ev in sorted(g.events, key=_by_time))
-        attributes: dict[str, dict[Any, None]] = {}
-        for ev in events:
-            etype = self.schema.events.get(ev.ev)
-            if etype is None:
-                continue
-            for name in etype.attrs:
-                if name in ev.attrs:
-                    attributes.setdefault(name, {})[_hashable(ev.attrs[name])] = None
         return [
             Request(
                 events,
                 events[0].ts_ns,
                 events[-1].ts_ns,
-                {k: tuple(v) for k, v in attributes.items()},
+                join_attributes(events, self.schema),
                 {r: g.resources.get(r, 0.0) for r in self._resources},
                 tuple(sorted(g.cpu, key=lambda c: c.start_ns)),
                 complete,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.cli.requests_cmd import load_schema
+from pipeline.cli.requests_cmd import Source, load_schema, source
 from pipeline.errors import ConfigError
 
 SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schemas" / "http_server.yaml"
@@ -77,3 +77,172 @@ def test_a_bad_schema_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str
         load_schema(schema)
     assert main(["requests", "extract", "--schema", str(schema), str(tmp_path / "x.jsonl")]) == 2
     assert f"event schema {schema}: events.A.attrs.t.bind" in capsys.readouterr().err
+
+
+SKEW = 3_000 * MS  # the back end's clock minus the front end's
+
+
+def rpc_lines(conn: str, tid: int, rpc: str, t0: int) -> tuple[list[str], list[str]]:
+    """A type F request: the front end's lines, and its back end's on a clock SKEW ahead (the
+    call takes 0.1 ms to arrive, the reply 0.2 ms)."""
+    us = 1000
+    front = [
+        (0, "Accept", {"conn": conn, "tid": 1}),
+        (100 * us, "Dequeue", {"conn": conn, "tid": tid}),
+        (200 * us, "ReqStart", {"conn": conn, "tid": tid, "_type": "F"}),
+        (7700 * us, "Spin", {"tid": tid, "cpu_ns": 7500 * us}),
+        (7800 * us, "RpcCall", {"tid": tid, "rpc": rpc}),
+        (23200 * us, "RpcReturn", {"tid": tid, "rpc": rpc}),
+        (30450 * us, "Spin", {"tid": tid, "cpu_ns": 7250 * us}),
+        (30500 * us, "Send", {"conn": conn, "tid": tid, "bytes": 41}),
+        (30600 * us, "ReqEnd", {"conn": conn, "tid": tid}),
+    ]
+    back = [
+        (7900 * us + SKEW, "RpcServe", {"rpc": rpc, "tid": 20}),
+        (22900 * us + SKEW, "Spin", {"tid": 20, "cpu_ns": 15 * MS}),
+        (23000 * us + SKEW, "RpcReply", {"rpc": rpc, "tid": 20}),
+    ]
+
+    def dump(evs: list[tuple[int, str, dict[str, object]]]) -> list[str]:
+        return [json.dumps({"ts": t0 + ts, "ev": name, **attrs}) for ts, name, attrs in evs]
+
+    return dump(front), dump(back)
+
+
+@pytest.fixture
+def two_machines(tmp_path: Path) -> tuple[Path, Path]:
+    """A spin request and an RPC request on the front end; on the back end, the RPC's part and
+    the part of an RPC whose call was never logged."""
+    f_front, f_back = rpc_lines("c2", 11, "rpc1", 100 * MS)
+    _lost, orphan = rpc_lines("c3", 12, "rpc9", 200 * MS)
+    front, back = tmp_path / "front.jsonl", tmp_path / "back.jsonl"
+    front.write_text("\n".join(lines("c1", 10, 0, 15) + f_front) + "\n")
+    back.write_text("\n".join(f_back + orphan) + "\n")
+    return front, back
+
+
+def test_extract_stitches_the_files_of_two_machines(
+    two_machines: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    front, back = two_machines
+    argv = ["requests", "extract", "--schema", str(SCHEMA), f"front={front}", f"back={back}"]
+    assert main([*argv, "--json"]) == 0
+    spin, rpc, unattached, summary = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert (spin["machines"], spin["clock_offsets"], spin["fragments"]) == (["front"], {}, 1)
+    assert (rpc["machine"], rpc["machines"], rpc["fragments"], rpc["unmatched"]) == (
+        "front",
+        ["front", "back"],
+        2,
+        [],
+    )
+    # θ in [SKEW - 0.2 ms, SKEW + 0.1 ms]: the reply's and the call's delays
+    assert rpc["clock_offsets"] == {
+        "back": {
+            "offset_ns": SKEW - MS // 20,
+            "lower_ns": SKEW - MS // 5,
+            "upper_ns": SKEW + MS // 10,
+            "messages": 2,
+            "consistent": True,
+        }
+    }
+    assert rpc["canonical"] == (
+        "ReqStart Seg[cpu_ns=7.5ms] RpcCall RpcServe Seg[cpu_ns=15.0ms] RpcReply RpcReturn "
+        "Seg[cpu_ns=7.2ms,net_bytes=0.0KiB] ReqEnd"
+    )
+    assert rpc["critical_path_ms"] == 29.75
+    assert rpc["resources"]["cpu_ns"] == 29.75 * MS
+    assert [(e["ev"], e["tid"], e["_machine"], e["ts"]) for e in rpc["events"][5:8]] == [
+        ("RpcServe", 20 + 2**32, "back", 100 * MS + 7_950_000),
+        ("Spin", 20 + 2**32, "back", 100 * MS + 22_950_000),
+        ("RpcReply", 20 + 2**32, "back", 100 * MS + 23_050_000),
+    ]
+    u = unattached["unattached"]
+    assert (u["machine"], u["reason"], [e["ev"] for e in u["events"]]) == (
+        "back",
+        "unmatched",
+        ["RpcServe", "Spin", "RpcReply"],
+    )
+    assert [(e["event"], e["value"], e["sends"]) for e in u["endpoints"]] == [
+        ("RpcServe", "rpc9", False),
+        ("RpcReply", "rpc9", True),
+    ]
+    assert summary["stitch"]["machines"] == {
+        "front": {
+            "events": 15,
+            "unknown": 0,
+            "requests": 2,
+            "fragments": 0,
+            "dropped_groups": 0,
+            "dropped_events": 0,
+        },
+        "back": {
+            "events": 6,
+            "unknown": 0,
+            "requests": 0,
+            "fragments": 2,
+            "dropped_groups": 0,
+            "dropped_events": 0,
+        },
+    }
+    assert summary["stitch"]["clocks"] == [
+        {"machines": ["front", "back"], **rpc["clock_offsets"]["back"]}
+    ]
+
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "request 1: 30.60 ms, critical path 29.75 ms, 12 events on front+back\n" in text
+    assert text.endswith(
+        "  clock of back minus clock of front: +2999.950 ms (bounds +2999.800 .. +3000.100 ms, "
+        "2 messages)\n"
+        "clock of back minus clock of front: +2999.950 ms (bounds +2999.800 .. +3000.100 ms, "
+        "2 messages)\n"
+        f"unattached fragment of back (unmatched): 3 events from ts {200 * MS + 7_900_000 + SKEW}; "
+        "RpcServe rpc=rpc9 on back, RpcReply rpc=rpc9 on back\n"
+        "front: 15 events, 2 requests, 0 unseeded fragments kept, 0 unseeded groups (0 events) "
+        "dropped, 0 events of types the schema does not declare\n"
+        "back: 6 events, 0 requests, 2 unseeded fragments kept, 0 unseeded groups (0 events) "
+        "dropped, 0 events of types the schema does not declare\n"
+        "2 requests (0 incomplete) on 2 machines, 1 of them stitched across machines; "
+        "1 fragments unattached\n"
+    )
+
+
+def test_unlabelled_files_are_the_default_machine(
+    two_machines: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    front, back = two_machines
+    base = ["requests", "extract", "--schema", str(SCHEMA), "--json"]
+    assert main([*base, str(front), f"back={back}"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["machines"] for r in rows[:2]] == [["default"], ["default", "back"]]
+    # one label for every file: one machine, read as before (the back end's part not joined)
+    assert main([*base, f"web={front}", f"web={back}"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert "machines" not in rows[0]
+    assert [r["resources"]["cpu_ns"] for r in rows] == [15 * MS, 14.75 * MS]
+
+
+def test_a_kernel_file_needs_its_machines_events(
+    two_machines: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    front, back = two_machines
+    kernel = tmp_path / "perf.txt"
+    kernel.write_text("")
+    argv = ["requests", "extract", "--schema", str(SCHEMA), f"front={front}", f"back={back}"]
+    assert main([*argv, "--kernel", f"db={kernel}"]) == 2
+    assert f"--kernel {kernel}: machine 'db' has no event log" in capsys.readouterr().err
+    assert main([*argv, "--kernel", f"back={kernel}"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "machine", "path"),
+    [
+        ("web=/var/log/web.jsonl", "web", "/var/log/web.jsonl"),
+        ("db.example.org=db.jsonl", "db.example.org", "db.jsonl"),
+        ("app.jsonl", "default", "app.jsonl"),
+        ("./a=b.jsonl", "default", "a=b.jsonl"),
+        ("/data/k=v/app.jsonl", "default", "/data/k=v/app.jsonl"),
+    ],
+)
+def test_machine_labels(text: str, machine: str, path: str) -> None:
+    assert source(text) == Source(machine, Path(path))

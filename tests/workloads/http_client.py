@@ -2,7 +2,9 @@
 
 ``serve(dir, clients, per_client, seed)`` starts the server as a process, drives it with
 ``clients`` threads of ``per_client`` random requests each (five per kept-alive connection),
-stops it and returns its events and the requests sent per type.
+stops it and returns its events and the requests sent per type. With
+``backend_skew_ns=N`` the server's RPC back end writes its events to a file of its own, on a
+clock ``N`` ns ahead (a second machine): they are returned apart, in ``Run.backend``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.parsers.events import Event, parse_events
@@ -32,10 +34,12 @@ PATHS = {
 
 @dataclass(frozen=True)
 class Run:
-    """A recorded run: the server's events, and the requests the clients sent per type."""
+    """A recorded run: the server's events, the requests the clients sent per type, and the
+    events of the back end when it ran as another machine (empty otherwise)."""
 
     events: list[Event]
     sent: Counter[str]
+    backend: list[Event] = field(default_factory=list)
 
 
 def drive(port: int, clients: int, per_client: int, seed: int) -> Counter[str]:
@@ -77,12 +81,24 @@ def drive(port: int, clients: int, per_client: int, seed: int) -> Counter[str]:
     return sent
 
 
-def serve(tmp: Path, clients: int, per_client: int, seed: int, cpu: int | None = None) -> Run:
-    """Run the server (on CPU ``cpu`` only, if given), drive it, stop it; its events."""
+def serve(
+    tmp: Path,
+    clients: int,
+    per_client: int,
+    seed: int,
+    cpu: int | None = None,
+    backend_skew_ns: int | None = None,
+) -> Run:
+    """Run the server (on CPU ``cpu`` only, if given), drive it, stop it; its events. With
+    ``backend_skew_ns``, the RPC back end writes its own events on a clock that many ns ahead."""
     events_path = tmp / "events.jsonl"
-    pin = [] if cpu is None else ["--cpu", str(cpu)]
+    backend_path = tmp / "backend.jsonl"
+    extra = [] if cpu is None else ["--cpu", str(cpu)]
+    if backend_skew_ns is not None:
+        extra += ["--backend-events", str(backend_path)]
+        extra += ["--backend-clock-skew-ns", str(backend_skew_ns)]
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--events", str(events_path), "--workers", "4", *pin],
+        [sys.executable, str(SERVER), "--events", str(events_path), "--workers", "4", *extra],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -95,4 +111,8 @@ def serve(tmp: Path, clients: int, per_client: int, seed: int, cpu: int | None =
         proc.wait(timeout=30)
     with open(events_path, "rb") as fh:
         events = list(parse_events(fh, str(events_path)))
-    return Run(events, sent)
+    backend: list[Event] = []
+    if backend_skew_ns is not None:
+        with open(backend_path, "rb") as fh:
+            backend = list(parse_events(fh, str(backend_path)))
+    return Run(events, sent, backend)

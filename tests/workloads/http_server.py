@@ -3,6 +3,12 @@
 Run as a process: ``python http_server.py --events FILE [--workers 4] [--helpers 2]``; it
 prints ``port <n>`` once listening and stops on SIGTERM (or SIGINT), flushing its events.
 
+With ``--backend-events FILE --backend-clock-skew-ns N`` the RPC back end plays a second
+machine: its threads write their events to ``FILE`` instead, stamped ``time.monotonic_ns() + N``
+(a clock ``N`` ns ahead of the front end's), after a ``ClockSync`` line of their own. The back
+end's fragment of an F request then joins its request only by cross-machine stitching
+(:mod:`pipeline.reducers.stitch`).
+
 Six request types, as in the seed's Table 1 (CPU is spent hashing a buffer with ``hashlib``,
 which releases the GIL, until the thread's own CPU clock has advanced enough):
 
@@ -30,6 +36,7 @@ already served one opens the connection again with ``Readable``. The first line 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import itertools
 import json
@@ -50,17 +57,18 @@ BODIES = {"/small": 12 * 1024, "/tiny": 5 * 1024}
 class Events:
     """Thread-safe writer of event lines; ``cpu_ns`` per thread since its last event."""
 
-    def __init__(self, fh: BinaryIO) -> None:
+    def __init__(self, fh: BinaryIO, skew_ns: int = 0) -> None:
         self.fh, self.lock = fh, threading.Lock()
         self.local = threading.local()
         self.pid = os.getpid()
+        self.skew_ns = skew_ns  # this writer's clock minus the monotonic clock
 
     def emit(self, ev: str, **attrs: Any) -> None:
         now_cpu = time.thread_time_ns()
         last = getattr(self.local, "cpu", now_cpu)
         self.local.cpu = now_cpu
         line = {
-            "ts": time.monotonic_ns(),
+            "ts": time.monotonic_ns() + self.skew_ns,
             "ev": ev,
             "pid": self.pid,
             "tid": threading.get_native_id(),
@@ -89,8 +97,16 @@ def conn_key(sock: socket.socket) -> str:
 class Server:
     """Listener, worker pool, helper pool and RPC back-end (see the module docstring)."""
 
-    def __init__(self, events: Events, workers: int, helpers: int, files: Path) -> None:
+    def __init__(
+        self,
+        events: Events,
+        workers: int,
+        helpers: int,
+        files: Path,
+        backend_events: Events | None = None,
+    ) -> None:
         self.ev = events
+        self.backend_ev = events if backend_events is None else backend_events
         self.files = files
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -222,10 +238,10 @@ class Server:
         reader = sock.makefile("rb")
         for line in reader:
             rpc = line.strip().decode()
-            self.ev.emit("RpcServe", rpc=rpc)
+            self.backend_ev.emit("RpcServe", rpc=rpc)
             spin(15)
-            self.ev.emit("Spin")
-            self.ev.emit("RpcReply", rpc=rpc)
+            self.backend_ev.emit("Spin")
+            self.backend_ev.emit("RpcReply", rpc=rpc)
             sock.sendall(b"done\n")
 
 
@@ -242,24 +258,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--helpers", type=int, default=2)
     p.add_argument("--cpu", type=int, help="run on this CPU only (a starved server)")
+    p.add_argument("--backend-events", type=Path, help="the RPC back end's events (own clock)")
+    p.add_argument(
+        "--backend-clock-skew-ns", type=int, default=0, help="the back end's clock minus ours"
+    )
     args = p.parse_args(argv)
     if args.cpu is not None:  # before any thread starts: they inherit it
         os.sched_setaffinity(0, {args.cpu})
     files = args.events.parent / "static"
     make_files(files)
-    with open(args.events, "wb") as fh:
-        server = Server(Events(fh), args.workers, args.helpers, files)
+    with contextlib.ExitStack() as stack:
+        fh = stack.enter_context(open(args.events, "wb"))
+        writers = [Events(fh)]
+        if args.backend_events is not None:
+            bfh = stack.enter_context(open(args.backend_events, "wb"))
+            writers.append(Events(bfh, args.backend_clock_skew_ns))
+        server = Server(writers[0], args.workers, args.helpers, files, writers[-1])
         stopped = threading.Event()
         handler: Callable[[int, Any], None] = lambda *_a: stopped.set()  # noqa: E731
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
-        server.ev.emit("ClockSync", wall_ns=time.time_ns())
+        for w in writers:
+            w.emit("ClockSync", wall_ns=time.time_ns())
         server.start()
         print(f"port {server.port}", flush=True)
         stopped.wait()
         server.shutdown()
-        with server.ev.lock:
-            fh.flush()
+        for w in writers:
+            with w.lock:
+                w.fh.flush()
     return 0
 
 
