@@ -12,10 +12,15 @@ its own connections, threads, tasks and RPCs, until there are ``--events`` of th
 
 1. **extract**: read the JSON lines, reorder, join into requests (``RequestParser``);
 2. **extract + cluster**: the same, then the canonical form of every request and the
-   incremental clustering (``Clusterer``), then the outlier flags against the final model.
+   incremental clustering (``Clusterer``), then the outlier flags against the final model;
+3. **tail**: what the shipper does per line of an ``events`` drop (``EventsTail``): read
+   complete lines in 4 MiB chunks, parse, reorder, join with line holds, build and encode each
+   request's document, place it in the workload model, and settle lines in an
+   ``AckTracker`` as if every document were acknowledged at once (no Elasticsearch).
 
-The online figure is derived: the parser's CPU per event times the seed's online rate
-(1.2 M events in 120 s) gives the share of one CPU iolens would need for that stream.
+The online figures are derived: CPU per event times the seed's online rate (1.2 M events in
+120 s) gives the share of one CPU iolens would need for that stream, for the parser alone and
+for the whole shipping path.
 
 Usage::
 
@@ -106,6 +111,8 @@ def worker(stage: str, path: Path) -> int:
     from pipeline.reducers.request_join import RequestParser, merge_streams
 
     schema = event_schema(yaml.safe_load(SCHEMA.read_text()), str(SCHEMA))
+    if stage == "tail":
+        return tail_worker(schema, path)
     start = time.process_time()
     parser = RequestParser(schema)
     requests = 0
@@ -139,13 +146,71 @@ def worker(stage: str, path: Path) -> int:
     return 0
 
 
+def tail_worker(schema: Any, path: Path) -> int:
+    """Child process: the ``events`` drop's shipping path over the log (module docstring)."""
+    from pipeline.settings import RequestsSettings
+    from pipeline.shippers.acks import AckTracker
+    from pipeline.shippers.events_tail import EventsTail, WorkloadModel
+    from pipeline.shippers.tailer import read_complete_lines
+    from pipeline.sink.documents import DocContext
+
+    model_path = OUT_DIR / "model.json"
+    model_path.unlink(missing_ok=True)
+    start = time.process_time()
+    model = WorkloadModel("http_server", model_path, RequestsSettings())
+    tail = EventsTail("bench", str(path), "bench", schema, model)
+    acks, ctx = AckTracker(), DocContext(namespace="bench")
+    docs = encoded = 0
+    committed = (0, 0)
+
+    def settle(found: Any, holds: Any, releases: Any) -> None:
+        nonlocal docs, encoded, committed
+        for end in holds:
+            acks.hold("bench", end)
+        for end in releases:
+            acks.ack("bench", end)
+        for doc in found:
+            docs += 1
+            encoded += len(orjson.dumps(doc.source))
+            for ref in doc.refs:
+                acks.ack("bench", ref.end_offset)
+        while (c := acks.committable("bench")) is not None:
+            committed = c
+
+    offset = 0
+    while (chunk := read_complete_lines(path, offset, 4 << 20)).lines:
+        for res in tail.process(chunk, ctx, 0.0):
+            waits = len(res.docs) if res.pending is None else res.pending
+            acks.track("bench", res.ref.line_no, res.ref.end_offset, waits)
+            settle(res.docs, res.holds, res.releases)
+        offset = chunk.next_offset
+    rel = tail.idle(time.time() + 1e6, ctx, final=True)
+    settle(rel.docs, rel.holds, rel.releases)
+    cpu = time.process_time() - start
+    print(
+        json.dumps(
+            {
+                "events": tail.stats.events,
+                "requests": docs,
+                "document_bytes": encoded,
+                "committed_lines": committed[1],
+                "clusters": len(model.clusterer.clusters),
+                "sizes": [cl.size for cl in model.clusterer.clusters],
+                "forms": [cl.representative.text() for cl in model.clusterer.clusters],
+                "extract_cpu_s": cpu,
+            }
+        )
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Record, multiply, run both stages, print the table beside the seed's figures."""
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--events", type=int, default=1_000_000, help="events in the log")
-    p.add_argument("--worker", choices=["extract", "cluster"], help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=["extract", "cluster", "tail"], help=argparse.SUPPRESS)
     p.add_argument("--log", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -159,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     console.log(f"{n:,} events ({size / MIB:.1f} MiB) from {len(base):,} recorded ones: {log}")
     rows = []
     results: dict[str, Any] = {"events": n, "bytes": size, "recorded": len(base)}
-    for stage in ("extract", "cluster"):
+    for stage in ("extract", "cluster", "tail"):
         m = measure(
             [sys.executable, str(Path(__file__).resolve()), "--worker", stage, "--log", str(log)],
             OUT_DIR / f"{stage}.out",
@@ -202,7 +267,17 @@ def main(argv: list[str] | None = None) -> int:
         f"online: {per_event_us:.1f} us of CPU per event; the seed's stream (1.2 M events in "
         f"120 s) would need {online_share:.1%} of a CPU, Magpie used 3.5 %"
     )
+    tl = results["tail"]
+    tail_us = tl["extract_cpu_s"] / n * 1e6
+    tail_share = seed_rate * tail_us / 1e6
+    console.print(
+        f"online, the whole shipping path (tail): {tail_us:.1f} us of CPU per event, "
+        f"{tail_share:.1%} of a CPU for the seed's stream; {tl['requests']:,} documents "
+        f"({tl['document_bytes'] / MIB:.0f} MiB of JSON), every line committed: "
+        f"{tl['committed_lines'] == n}"
+    )
     results["online_cpu_share"] = online_share
+    results["online_tail_cpu_share"] = tail_share
     (OUT_DIR / "results.json").write_text(json.dumps(results, indent=2))
     return 0
 

@@ -105,6 +105,9 @@ def load_schema(path: Path) -> EventSchema:
     return event_schema(data, str(path))
 
 
+NOTHING = Released()
+
+
 class WorkloadModel:
     """The workload model of one events drop (seed 002, section 5), kept across runs.
 
@@ -221,6 +224,7 @@ class EventsTail:
     _parser: RequestParser | None = None
     _queue: ReorderQueue | None = None
     _ends: dict[int, int] = field(default_factory=dict)
+    _cursor: tuple[int | None, str] = (-1, "")
 
     def __post_init__(self) -> None:
         self._reset_join()
@@ -251,7 +255,10 @@ class EventsTail:
 
     def cursor(self) -> str:
         """JSON state to store with a committed line: the clock offset."""
-        return json.dumps({"wall_offset_ns": self.wall_offset_ns, "host": self.host})
+        if self._cursor[0] != self.wall_offset_ns:
+            state = {"wall_offset_ns": self.wall_offset_ns, "host": self.host}
+            self._cursor = (self.wall_offset_ns, json.dumps(state))
+        return self._cursor[1]
 
     def restart(self) -> None:
         """Start over at byte 0 after a truncation."""
@@ -346,13 +353,16 @@ class EventsTail:
         return self._settle(requests, ctx, now_s * 1000)
 
     def _settle(self, requests: list[Request], ctx: DocContext, created_ms: float) -> Released:
+        released = self._holds.pop_released()
+        if not requests and not released:
+            return NOTHING
         docs: list[Document] = []
         holds: list[int] = []
         for r in requests:
             doc = self._document(r, ctx, created_ms)
             docs.append(doc)
             holds += [ref.end_offset for ref in doc.refs]
-        releases = [self._ends.pop(n) for n in self._holds.pop_released()]
+        releases = [self._ends.pop(n) for n in released]
         return Released(tuple(docs), tuple(holds), tuple(releases))
 
     def _document(self, r: Request, ctx: DocContext, created_ms: float) -> Document:
