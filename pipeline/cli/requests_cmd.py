@@ -18,6 +18,16 @@ the machines it spans and their clocks' offsets; fragments that joined no reques
 with the reason. A label is letters, digits, ``_``, ``.`` and ``-``: write ``./a=b.jsonl`` for
 a file whose name holds ``=``.
 
+``iolens requests model [--model NAME] [--json]`` shows the workload models as indexed by the
+``events`` drops: per model and cluster the requests it holds, its outliers and incomplete
+requests, their mean duration and critical path (counted from the request documents) beside
+the representative, its resources, diameter and separation (from the latest snapshot).
+
+``iolens requests convert-perf [FILE]`` turns ``perf script --ns -F
+tid,pid,cpu,time,event,trace`` output of ``sched:sched_switch`` / ``sched:sched_wakeup`` (FILE,
+or standard input) into event lines, written as they come, to append to an event log that an
+``events`` drop tails.
+
 A bad event line is reported (file, line, reason) and skipped; the exit status is then 2.
 """
 
@@ -31,14 +41,13 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
-import yaml
-
+from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.errors import ConfigError
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.event_schema import EventSchema, event_schema
-from pipeline.parsers.events import Event, parse_event_line, perf_sched_events
+from pipeline.parsers.event_schema import EventSchema, load_event_schema
+from pipeline.parsers.events import Event, event_json, parse_event_line, perf_sched_events
 from pipeline.reducers.canonical import Canonical, canonical
 from pipeline.reducers.request_cluster import (
     Assignment,
@@ -55,6 +64,7 @@ from pipeline.reducers.stitch import (
     Unattached,
     stitch,
 )
+from pipeline.report.workload import indexed_models
 
 DEFAULT_MACHINE = "default"
 """The machine of unlabelled files."""
@@ -106,21 +116,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     x.add_argument("--cluster", action="store_true", help="cluster the requests")
     x.add_argument("--threshold", type=float, default=2.0, help="new-cluster distance (2.0)")
     x.add_argument("--json", action="store_true", help="one JSON object per request")
-
-
-def load_schema(path: Path) -> EventSchema:
-    """The event schema in ``path``.
-
-    Raises:
-        ConfigError: unreadable, not YAML, or not a valid schema.
-    """
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"event schema {path}: {err}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"event schema {path}: a mapping with 'events' is expected")
-    return event_schema(data, str(path))
+    m = acts.add_parser("model", help="the workload models as indexed")
+    m.add_argument("--model", help="only this model (its schema file's name)")
+    m.add_argument("--json", action="store_true", help="one JSON object per model")
+    c = acts.add_parser("convert-perf", help="perf script sched events -> event lines")
+    c.add_argument("FILE", nargs="?", default="-", help="perf script output (default: stdin)")
 
 
 def _events(path: Path, bad: list[ParseError]) -> Iterator[Event]:
@@ -284,7 +284,7 @@ def _write(
 
 
 def _extract(args: argparse.Namespace) -> int:
-    schema = load_schema(args.schema)
+    schema = load_event_schema(args.schema)
     bad: list[ParseError] = []
     streams = _streams(args.EVENTS, args.kernel, bad)
     if len(streams) > 1:
@@ -419,4 +419,69 @@ def run(args: argparse.Namespace) -> int:
     """
     if args.action == "extract":
         return _extract(args)
+    if args.action == "model":
+        return _model(args)
+    if args.action == "convert-perf":
+        return _convert_perf(args.FILE, sys.stdout.buffer)
     raise ConfigError(f"unknown action {args.action!r}")
+
+
+def _model(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    with Cluster(settings) as cluster:
+        models = list(indexed_models(cluster.client, settings.elasticsearch.namespace, args.model))
+    out = sys.stdout
+    if args.json:
+        for wm in models:
+            out.write(json.dumps(wm) + "\n")
+        return 0
+    if not models:
+        which = f"model {args.model!r}" if args.model else "workload model"
+        out.write(f"no {which} indexed yet (events drops index them)\n")
+    for wm in models:
+        snap = wm["snapshot"]
+        when = f", snapshot {snap['@timestamp']} on {snap['host']}" if snap else ""
+        out.write(
+            f"model {wm['model']}: {wm['requests']} requests, {wm['outliers']} outliers, "
+            f"{len(wm['clusters'])} clusters{when}\n"
+        )
+        for cl in wm["clusters"]:
+            sep = cl.get("separation")
+            out.write(
+                f"  cluster {cl['cluster']}: {cl['requests']} requests ({cl['share']:.1%}), "
+                f"{cl['outliers']} outliers, {cl['incomplete']} incomplete, mean "
+                f"{_ms(cl.get('mean_duration_ms'))} (critical path "
+                f"{_ms(cl.get('mean_critical_path_ms'))}), diameter "
+                f"{_num(cl.get('diameter'))}, separation {_num(sep)}\n"
+                f"    {cl.get('representative') or '(not in the latest snapshot yet)'}\n"
+            )
+        if snap and snap["model_error"]:
+            errs = ", ".join(f"{k} {v:.2%}" for k, v in sorted(snap["model_error"].items()))
+            out.write(f"  model error: {errs}\n")
+    return 0
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f} ms"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _convert_perf(path: str, out: BinaryIO) -> int:
+    """Write the event lines of a ``perf script`` output as they are read.
+
+    Raises:
+        ParseError: a sched line without nanoseconds or without its fields.
+        ConfigError: the file cannot be read.
+    """
+    try:
+        fh = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    except OSError as err:
+        raise ConfigError(f"{path}: {err.strerror}") from None
+    with fh:
+        for e in perf_sched_events(fh, "<stdin>" if path == "-" else path):
+            out.write(event_json(e) + b"\n")
+            out.flush()
+    return 0

@@ -33,14 +33,14 @@ from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.peer_job import PeerJob, load_thresholds
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.event_schema import EventSchema
+from pipeline.parsers.event_schema import EventSchema, load_event_schema
 from pipeline.records import Document
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import Thresholds
 from pipeline.settings import ConfigError, DropSettings, Settings
 from pipeline.shippers.acks import AckTracker
 from pipeline.shippers.darshan_tail import DarshanPool, DarshanTail
-from pipeline.shippers.events_tail import EventsTail, Released, WorkloadModel, load_schema
+from pipeline.shippers.events_tail import EventsTail, Released, WorkloadModel
 from pipeline.shippers.fio_tail import FioTail, fio_path_parts, last_time_ms
 from pipeline.shippers.hosts import host_for
 from pipeline.shippers.identity import identify
@@ -319,7 +319,7 @@ class MainJob:
         root = str(Path(drop.path))
         if root not in self._models:
             assert drop.schema_file is not None  # the settings require it for events drops
-            schema = load_schema(Path(drop.schema_file))
+            schema = load_event_schema(Path(drop.schema_file))
             name = Path(drop.schema_file).stem
             digest = hashlib.sha1(root.encode(), usedforsecurity=False).hexdigest()[:10]
             path = self.state_dir / "models" / f"{name}.{digest}.json"

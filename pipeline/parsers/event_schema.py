@@ -44,8 +44,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import ConfigError
@@ -172,3 +174,18 @@ def event_schema(data: Mapping[str, Any], source: str) -> EventSchema:
             f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in err.errors()
         )
         raise ConfigError(f"event schema {source}: {problems}") from None
+
+
+def load_event_schema(path: Path) -> EventSchema:
+    """The event schema in the YAML file ``path``.
+
+    Raises:
+        ConfigError: unreadable, not YAML, or not a valid schema (naming the keys).
+    """
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"event schema {path}: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"event schema {path}: a mapping with 'events' is expected")
+    return event_schema(data, str(path))

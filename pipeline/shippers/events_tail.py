@@ -37,11 +37,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from pipeline.errors import ConfigError
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.event_schema import EventSchema, event_schema
+from pipeline.parsers.event_schema import EventSchema
 from pipeline.parsers.events import Event, parse_event_line
 from pipeline.records import Document, LineRef
 from pipeline.reducers.canonical import Canonical, canonical
@@ -88,21 +85,6 @@ class Released:
     docs: tuple[Document, ...] = ()
     holds: tuple[int, ...] = ()
     releases: tuple[int, ...] = ()
-
-
-def load_schema(path: Path) -> EventSchema:
-    """The event schema in ``path`` (YAML).
-
-    Raises:
-        ConfigError: unreadable, not YAML, or not a valid schema (naming the keys).
-    """
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"event schema {path}: {err}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"event schema {path}: a mapping with 'events' is expected")
-    return event_schema(data, str(path))
 
 
 NOTHING = Released()

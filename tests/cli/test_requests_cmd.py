@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from elasticsearch import Elasticsearch
 
 from pipeline.cli.main import main
-from pipeline.cli.requests_cmd import Source, load_schema, source
+from pipeline.cli.requests_cmd import Source, source
 from pipeline.errors import ConfigError
+from pipeline.parsers.event_schema import load_event_schema
+from pipeline.parsers.events import Event, parse_event_line
+from pipeline.sink.search import refresh
 
-SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schemas" / "http_server.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "config" / "schemas" / "http_server.yaml"
 MS = 1_000_000
 
 
@@ -74,7 +82,7 @@ def test_a_bad_schema_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str
     schema = tmp_path / "s.yaml"
     schema.write_text("events: {A: {attrs: {t: {domain: T, bind: SOMETIMES}}}}\n")
     with pytest.raises(ConfigError, match=r"event schema .*s\.yaml: events\.A\.attrs\.t\.bind"):
-        load_schema(schema)
+        load_event_schema(schema)
     assert main(["requests", "extract", "--schema", str(schema), str(tmp_path / "x.jsonl")]) == 2
     assert f"event schema {schema}: events.A.attrs.t.bind" in capsys.readouterr().err
 
@@ -246,3 +254,60 @@ def test_a_kernel_file_needs_its_machines_events(
 )
 def test_machine_labels(text: str, machine: str, path: str) -> None:
     assert source(text) == Source(machine, Path(path))
+
+
+PERF = Path(__file__).resolve().parents[1] / "data" / "events" / "perf_sched_2threads.txt"
+
+
+def test_convert_perf_writes_event_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["requests", "convert-perf", str(PERF)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    events = [parse_event_line(line.encode(), "out", n) for n, line in enumerate(out, 1)]
+    # every sched_switch and sched_wakeup sample of the perf output, in its order
+    assert [e.ev for e in events].count("CSwitch") == 264
+    assert [e.ev for e in events].count("Wakeup") == 92 and len(events) == 356
+    assert events[1] == Event(
+        19047572743857,
+        "CSwitch",
+        {"cpu": 0, "prev_tid": 22507, "prev_state": "D", "next_tid": 18},
+        2,
+    )
+    assert events[0].attrs == {"cpu": 0, "tid": 18, "target_cpu": 0}
+
+
+@pytest.mark.integration
+def test_ingest_events_then_the_model_as_indexed(
+    es_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "workloads"))
+    from http_client import serve
+
+    run = serve(tmp_path, 2, 12, 5)
+    log = tmp_path / "events.jsonl"
+    old = log.stat().st_mtime - 60  # finished: its open requests would be flushed
+    os.utime(log, (old, old))
+    ns = f"rq{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "iolens.yaml"
+    config.write_text(f"elasticsearch: {{namespace: {ns}}}\nstate_dir: {tmp_path / 'state'}\n")
+    base = ["--config", str(config), "--es-url", es_url]
+    assert main([*base, "requests", "model"]) == 0
+    assert "no workload model indexed yet" in capsys.readouterr().out
+    assert main([*base, "ingest", "--type", "events", str(log)]) == 2
+    assert "--schema FILE goes with --type events" in capsys.readouterr().err
+    assert main([*base, "ingest", "--type", "events", "--schema", str(SCHEMA), str(log)]) == 0
+    capsys.readouterr()
+    es = Elasticsearch(es_url)
+    for stream in ("logs-iolens.request", "metrics-iolens.workload_model"):
+        refresh(es, f"{stream}-{ns}")
+    es.close()
+    assert main([*base, "requests", "model", "--json"]) == 0
+    [model] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert model["model"] == "http_server" and model["requests"] == sum(run.sent.values()) == 24
+    assert sum(c["requests"] for c in model["clusters"]) == 24
+    assert len(model["clusters"]) == len(run.sent)  # one cluster per type the clients sent
+    assert main([*base, "requests", "model"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"model http_server: 24 requests, {model['outliers']} outliers, ")
+    for c in model["clusters"]:
+        assert f"  cluster {c['cluster']}: {c['requests']} requests" in text
+        assert f"    {c['representative']}\n" in text

@@ -16,11 +16,11 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.parsers.event_schema import load_event_schema
 from pipeline.parsers.events import parse_events
 from pipeline.reducers.request_join import extract, merge_streams
 from pipeline.report.workload import indexed_models
 from pipeline.settings import Settings, settings_from_mapping
-from pipeline.shippers.events_tail import load_schema
 from pipeline.shippers.registry import Registry
 from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.request_documents import request_id
@@ -74,7 +74,7 @@ def hits(client: Elasticsearch, stream: str, ns: str) -> list[dict[str, Any]]:
 
 def expected(log: bytes, path: Path, host: str) -> dict[str, str]:
     """Request id -> its type (the ground truth the server wrote into ReqStart), offline."""
-    schema = load_schema(SCHEMA)
+    schema = load_event_schema(SCHEMA)
     events = list(parse_events(log.splitlines(keepends=True), str(path)))
     return {
         request_id(host, r): r.seed.attrs["_type"]

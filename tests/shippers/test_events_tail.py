@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.parsers.event_schema import EventSchema
+from pipeline.parsers.event_schema import EventSchema, load_event_schema
 from pipeline.parsers.events import parse_events
 from pipeline.records import Document
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.request_join import Request, extract, merge_streams
 from pipeline.settings import RequestsSettings
 from pipeline.shippers.acks import AckTracker
-from pipeline.shippers.events_tail import EventsTail, WorkloadModel, load_schema
+from pipeline.shippers.events_tail import EventsTail, WorkloadModel
 from pipeline.shippers.tailer import split_complete_lines
 from pipeline.sink.documents import DocContext
 from pipeline.sink.request_documents import request_id
@@ -36,7 +36,7 @@ CTX = DocContext(namespace="test")
 def schema() -> EventSchema:
     """The server's schema with a 20 ms reorder window: the run lasts about a second, and
     commits should show within it (the server's lines are at most a few µs out of order)."""
-    s = load_schema(SCHEMA_PATH)
+    s = load_event_schema(SCHEMA_PATH)
     return s.model_copy(update={"parser": s.parser.model_copy(update={"reorder_window_ms": 20})})
 
 
