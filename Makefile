@@ -15,12 +15,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 sysdeps:
-	@if ! command -v fio >/dev/null 2>&1 || ! command -v sadf >/dev/null 2>&1; then \
+	@if ! command -v fio >/dev/null 2>&1 || ! command -v sadf >/dev/null 2>&1 || ! command -v perf >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages fio and sysstat"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio sysstat >/dev/null; \
+	    echo "installing Debian packages fio, sysstat and linux-perf"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio sysstat linux-perf >/dev/null; \
 	  else \
-	    echo "fio/sysstat missing: install them (sudo apt-get install fio sysstat)"; \
+	    echo "fio/sysstat/perf missing: install them (sudo apt-get install fio sysstat linux-perf)"; \
 	  fi; \
 	fi
 

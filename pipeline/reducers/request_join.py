@@ -224,6 +224,9 @@ class RequestParser:
         )
         self._running: dict[int, tuple[int, int, int]] = {}  # cpu -> (tid, since ns, line)
         self._on_cpu: dict[int, int] = {}  # tid -> cpu
+        # tid -> (since ns, line): a thread seen running by its own event, its switch-in unseen
+        self._inferred: dict[int, tuple[int, int]] = {}
+        self._kernel_seen = False
         self._resources = schema.resource_names
 
     # -- CPU accounting ------------------------------------------------------------------
@@ -248,9 +251,19 @@ class RequestParser:
         except (KeyError, TypeError, ValueError):
             self.stats.unknown += 1
             return
+        self._kernel_seen = True
         running = self._running.get(cpu)
         if running is not None and running[0] == prev:
             self._charge(prev, running[1], e.ts_ns, running[2])
+        elif prev in self._inferred:
+            since, line_no = self._inferred.pop(prev)
+            self._charge(prev, since, e.ts_ns, line_no)
+            if self._holds is not None:
+                self._holds.drop(line_no)
+        if nxt in self._inferred:
+            _since, line_no = self._inferred.pop(nxt)
+            if self._holds is not None:
+                self._holds.drop(line_no)
         if self._on_cpu.get(prev) == cpu:
             del self._on_cpu[prev]
         if self._holds is not None:
@@ -266,10 +279,26 @@ class RequestParser:
             return
         cpu = self._on_cpu.get(tid)
         if cpu is None:
+            if self._kernel_seen:
+                self._infer_running(tid, e)
             return
         _tid, since, line_no = self._running[cpu]
         self._charge(tid, since, e.ts_ns, line_no)
         self._running[cpu] = (tid, max(since, e.ts_ns), line_no)
+
+    def _infer_running(self, tid: int, e: Event) -> None:
+        """A thread posting an event runs, though no context switch put it on a CPU (perf
+        lost the switch, or the thread ran before recording began): it is taken to run from
+        this event on, charged at its next events and up to the switch that takes it off."""
+        inferred = self._inferred.get(tid)
+        if inferred is None:
+            self._inferred[tid] = (e.ts_ns, e.line_no)
+            if self._holds is not None:
+                self._holds.take(e.line_no)
+            return
+        since, line_no = inferred
+        self._charge(tid, since, e.ts_ns, line_no)
+        self._inferred[tid] = (max(since, e.ts_ns), line_no)
 
     # -- the join ------------------------------------------------------------------------
 
@@ -389,6 +418,11 @@ class RequestParser:
         out: list[Request] = []
         for g in [g for g in self._open if g.last_ns < cutoff]:
             out += self._finish(g, complete=False)
+        for tid, (since, line_no) in list(self._inferred.items()):
+            if since < cutoff:  # neither seen since nor switched out: no longer known to run
+                del self._inferred[tid]
+                if self._holds is not None:
+                    self._holds.drop(line_no)
         return out
 
     def close(self) -> list[Request]:
@@ -399,8 +433,11 @@ class RequestParser:
         if self._holds is not None:
             for _tid, _since, line_no in self._running.values():
                 self._holds.drop(line_no)
+            for _since, line_no in self._inferred.values():
+                self._holds.drop(line_no)
         self._running.clear()
         self._on_cpu.clear()
+        self._inferred.clear()
         return out
 
     def sweep(self, now_ns: int) -> list[Request]:

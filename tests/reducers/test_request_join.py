@@ -233,12 +233,13 @@ def test_lines_are_held_until_their_request_and_slices_are_finished() -> None:
             assert released == [] and holds.held(1) == 2
     [r] = done
     assert r.kernel_lines == (1,) and r.lines == (1, 2, 3, 4, 5, 6, 7)
-    # released when the request ended (1..7), the listener's Accept of c2 (8) stays held, and
-    # line 1's slice ended at line 9, which now runs the idle thread
-    assert sorted(released) == [1, 2, 3, 4, 5, 6, 7]
-    assert holds.held(8) == 1 and holds.held(9) == 1
+    # released when the request ended (1, 3..7); the listener thread 1, which no switch put on
+    # a CPU, is taken to run since its Accept (2); the Accept of c2 (8) stays in its open
+    # group, and line 1's slice ended at line 9, which now runs the idle thread
+    assert sorted(released) == [1, 3, 4, 5, 6, 7]
+    assert [holds.held(n) for n in (2, 8, 9)] == [1, 1, 1]
     parser.close()
-    assert sorted(holds.pop_released()) == [8, 9] and len(holds) == 0
+    assert sorted(holds.pop_released()) == [2, 8, 9] and len(holds) == 0
 
 
 def test_the_reorder_queue_holds_what_it_keeps() -> None:
@@ -249,3 +250,28 @@ def test_the_reorder_queue_holds_what_it_keeps() -> None:
     assert [e.ev for e in queue.push(events[2])] == ["B", "A"]  # 8, 10 <= 16 - 5
     assert [holds.held(n) for n in (1, 2, 3)] == [1, 1, 1]  # until the caller drops them
     assert [e.ev for e in queue.drain()] == ["C"] and len(queue) == 0
+
+
+def test_a_thread_whose_switch_in_was_not_recorded_runs_from_its_first_event() -> None:
+    # perf recorded thread 10 going off CPU 0 but not coming back on (a lost sched_switch):
+    # its events show it running, so it is charged from its first event to its switch-out
+    events = with_lines(
+        sorted(
+            [
+                ev(0.0, "CSwitch", cpu=0, prev_tid=10, prev_state="S", next_tid=0),
+                *spin_request(1, "c1", 10, 30),
+                ev(40, "CSwitch", cpu=0, prev_tid=10, prev_state="S", next_tid=0),
+            ],
+            key=lambda e: e.ts_ns,
+        )
+    )
+    holds = LineHolds()
+    parser = RequestParser(schema(), holds=holds)
+    [r] = [r for e in events for r in parser.feed(e)]
+    # from Dequeue (1.1 ms), its first event, to ReqEnd (31.5 ms)
+    assert r.resources["sched_cpu_ns"] == round(31.5 * MS) - round(1.1 * MS)
+    assert r.kernel_lines == (3,)  # the line of the event it was first seen running at
+    assert holds.held(3) == 0  # the switch-out at 40 ms ended the inferred slice
+    # without any context switch in the stream nothing is inferred
+    [plain] = list(extract(spin_request(1, "c1", 10, 30), schema()))
+    assert plain.resources["sched_cpu_ns"] == 0 and plain.cpu == ()

@@ -4,7 +4,9 @@
 ``clients`` threads of ``per_client`` random requests each (five per kept-alive connection),
 stops it and returns its events and the requests sent per type. With
 ``backend_skew_ns=N`` the server's RPC back end writes its events to a file of its own, on a
-clock ``N`` ns ahead (a second machine): they are returned apart, in ``Run.backend``.
+clock ``N`` ns ahead (a second machine): they are returned apart, in ``Run.backend``. With
+``kernel=True`` the whole run is recorded by ``perf record -a -k mono -e sched:sched_switch``
+(root), and its context switches are returned in ``Run.kernel``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.parsers.events import Event, parse_events
+from pipeline.parsers.events import Event, parse_events, perf_sched_events
 
 SERVER = Path(__file__).resolve().parent / "http_server.py"
 PATHS = {
@@ -40,6 +43,7 @@ class Run:
     events: list[Event]
     sent: Counter[str]
     backend: list[Event] = field(default_factory=list)
+    kernel: list[Event] = field(default_factory=list)
 
 
 def drive(port: int, clients: int, per_client: int, seed: int) -> Counter[str]:
@@ -88,9 +92,12 @@ def serve(
     seed: int,
     cpu: int | None = None,
     backend_skew_ns: int | None = None,
+    kernel: bool = False,
 ) -> Run:
     """Run the server (on CPU ``cpu`` only, if given), drive it, stop it; its events. With
-    ``backend_skew_ns``, the RPC back end writes its own events on a clock that many ns ahead."""
+    ``backend_skew_ns``, the RPC back end writes its own events on a clock that many ns ahead;
+    with ``kernel``, perf records the context switches of every CPU meanwhile."""
+    perf = record_sched(tmp / "perf.data") if kernel else None
     events_path = tmp / "events.jsonl"
     backend_path = tmp / "backend.jsonl"
     extra = [] if cpu is None else ["--cpu", str(cpu)]
@@ -109,10 +116,45 @@ def serve(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+        if perf is not None:
+            perf.send_signal(signal.SIGINT)
+            perf.wait(timeout=60)
     with open(events_path, "rb") as fh:
         events = list(parse_events(fh, str(events_path)))
     backend: list[Event] = []
     if backend_skew_ns is not None:
         with open(backend_path, "rb") as fh:
             backend = list(parse_events(fh, str(backend_path)))
-    return Run(events, sent, backend)
+    sched: list[Event] = []
+    if perf is not None:
+        # perf re-raises the SIGINT it was stopped with once its data is written
+        assert perf.returncode in (0, -signal.SIGINT), f"perf record failed ({perf.returncode})"
+        fields = "tid,pid,cpu,time,event,trace"
+        script = subprocess.run(
+            ["perf", "script", "-i", str(tmp / "perf.data"), "--ns", "-F", fields],
+            capture_output=True,
+            check=True,
+        )
+        (tmp / "sched.txt").write_bytes(script.stdout)
+        sched = list(perf_sched_events(script.stdout.splitlines(), str(tmp / "sched.txt")))
+    return Run(events, sent, backend, sched)
+
+
+def record_sched(out: Path) -> subprocess.Popen[bytes]:
+    """``perf record -a -k mono -e sched:sched_switch`` into ``out``, running once it returns
+    (its start-up message has been printed); stop it with SIGINT."""
+    perf = subprocess.Popen(
+        ["perf", "record", "-a", "-k", "mono", "-e", "sched:sched_switch", "-o", str(out)],
+        stderr=subprocess.PIPE,
+    )
+    # perf prints nothing before it records; give it the time to open its ring buffers
+    deadline = time.monotonic() + 10
+    while not out.exists() or out.stat().st_size == 0:
+        if perf.poll() is not None:
+            assert perf.stderr is not None
+            raise RuntimeError(f"perf record failed: {perf.stderr.read().decode()[-500:]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError("perf record did not start within 10 s")
+        time.sleep(0.05)
+    time.sleep(0.2)
+    return perf
