@@ -52,7 +52,7 @@ from pipeline.reducers.request_join import (
 )
 from pipeline.settings import RequestsSettings
 from pipeline.shippers.fio_tail import BadLine, LineResult
-from pipeline.shippers.tailer import TailChunk, read_complete_lines, read_gzip_lines
+from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines, read_gzip_lines
 from pipeline.sink.documents import DocContext
 from pipeline.sink.request_documents import (
     CLOCK_EVENT,
@@ -258,10 +258,7 @@ class EventsTail:
 
     def take_snapshot(self, end_offset: int) -> str | None:
         """Pop the cursor stored for a line (and drop older ones)."""
-        snap = self.snapshots.pop(end_offset, None)
-        for k in [k for k in self.snapshots if k < end_offset]:
-            del self.snapshots[k]
-        return snap or None
+        return pop_snapshot(self.snapshots, end_offset)
 
     def _clock(self, e: Event, chunk: TailChunk) -> None:
         if e.ev == CLOCK_EVENT and isinstance(e.attrs.get("wall_ns"), int):

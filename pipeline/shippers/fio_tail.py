@@ -23,7 +23,7 @@ from pipeline.reducers.fio_window import WindowTracker, histogram_stats
 from pipeline.reducers.histogram import LatencyHistogram
 from pipeline.settings import FioSettings
 from pipeline.shippers.hosts import fio_job_for, fio_prefix_for
-from pipeline.shippers.tailer import TailChunk, read_complete_lines, read_gzip_lines
+from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines, read_gzip_lines
 from pipeline.sink.documents import DocContext, FioSource, RecordFields, histogram_document
 
 log = logging.getLogger(__name__)
@@ -223,10 +223,7 @@ class FioTail:
 
     def take_snapshot(self, end_offset: int) -> str | None:
         """Pop the cursor stored for a line (and drop older ones); None if unknown."""
-        snap = self.snapshots.pop(end_offset, None)
-        for k in [k for k in self.snapshots if k < end_offset]:
-            del self.snapshots[k]
-        return snap or None
+        return pop_snapshot(self.snapshots, end_offset)
 
 
 def fio_path_parts(path: Path) -> tuple[str, str]:

@@ -23,7 +23,7 @@ from pipeline.records import DiskSample, Document, LineRef, RestartMark
 from pipeline.reducers.downsample import Downsampler
 from pipeline.shippers.fio_tail import BadLine, LineResult
 from pipeline.shippers.sadc import convert_sadc
-from pipeline.shippers.tailer import TailChunk, read_complete_lines
+from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines
 from pipeline.sink.documents import DocContext, diskio_document
 
 log = logging.getLogger(__name__)
@@ -93,10 +93,7 @@ class SysstatTail:
 
     def take_snapshot(self, end_offset: int) -> str | None:
         """Pop the cursor stored for a line (and drop older ones)."""
-        snap = self.snapshots.pop(end_offset, None)
-        for k in [k for k in self.snapshots if k < end_offset]:
-            del self.snapshots[k]
-        return snap or None
+        return pop_snapshot(self.snapshots, end_offset)
 
     def process(self, chunk: TailChunk, ctx: DocContext, created_ms: float) -> Iterator[LineResult]:
         """Parse, downsample and turn finished intervals into documents, line by line.

@@ -24,7 +24,7 @@ from pipeline.parsers.slurm import SacctParser, SlurmJob
 from pipeline.records import Document, LineRef
 from pipeline.reducers.lmt import OstDeltaReducer
 from pipeline.shippers.fio_tail import BadLine, LineResult
-from pipeline.shippers.tailer import TailChunk, read_complete_lines
+from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines
 from pipeline.sink.documents import DocContext
 from pipeline.sink.hpc_documents import lmt_ost_document, slurm_job_document
 
@@ -92,10 +92,7 @@ class TableTail:
 
     def take_snapshot(self, end_offset: int) -> str | None:
         """Pop the cursor stored for a line (and drop older ones)."""
-        snap = self.snapshots.pop(end_offset, None)
-        for k in [k for k in self.snapshots if k < end_offset]:
-            del self.snapshots[k]
-        return snap or None
+        return pop_snapshot(self.snapshots, end_offset)
 
     def process(self, chunk: TailChunk, ctx: DocContext, created_ms: float) -> Iterator[LineResult]:
         """Parse each line into its document (or a bad-line record)."""

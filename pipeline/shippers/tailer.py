@@ -174,3 +174,13 @@ def read_gzip_lines(
         # The synthetic newline does not exist in the stream: the last line ends at len(data).
         return TailChunk(chunk.lines, (*chunk.end_offsets[:-1], len(data)), len(data))
     return split_complete_lines(rest, offset)
+
+
+def pop_snapshot(snapshots: dict[int, str], end_offset: int) -> str | None:
+    """Pop the cursor a tail stored for the line ending at ``end_offset`` (the registry commits
+    it with that line) and drop those of the lines before it; None if there is none (or it is
+    empty)."""
+    snap = snapshots.pop(end_offset, None)
+    for k in [k for k in snapshots if k < end_offset]:
+        del snapshots[k]
+    return snap or None
