@@ -39,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pipeline.cli.requests_cmd",
         "extract requests from event logs (Magpie) and cluster them",
     ),
+    "servicerate": (
+        "pipeline.cli.servicerate_cmd",
+        "online service-rate estimates and how far to trust them",
+    ),
 }
 
 

@@ -1,0 +1,257 @@
+"""Exact simulation of a producer -> bounded FIFO -> consumer, to test service-rate estimates.
+
+The oracle of reference B.6: in virtual time (nothing sleeps), a Poisson producer at rate
+``lambda = rho * mu`` pushes into a FIFO of ``capacity`` items (it waits while the FIFO is
+full), and a consumer pops one item at a time and serves it for a deterministic ``1 / mu`` or
+an exponential time of mean ``1 / mu``; ``mu`` may change to ``mu2`` at ``change_at_s`` (for
+items whose service starts then or later). The consumer's service rate is known, so every
+estimate can be scored.
+
+A monitor, like a real one, wakes every ``period_s`` of the estimator and reports the reads of
+that period (counted at the pop) and whether the consumer was starved in it (a period is
+read-blocked when any interval in which the consumer waited on an empty FIFO overlaps it).
+``jitter`` makes the monitor oversleep like a Python thread: each realised period is
+``T * (1 + |N(0, jitter)|)``.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from pipeline.reducers.service_rate import Estimate, ServiceRateEstimator
+
+Service = Literal["det", "exp"]
+
+_BLOCK = 65_536
+"""Random variates drawn at a time."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What to simulate.
+
+    Attributes:
+        service: ``"det"`` (every item takes ``1 / mu``) or ``"exp"`` (exponential times).
+        mu_per_s: the consumer's service rate, items/s.
+        rho: offered load; the producer's Poisson rate is ``rho * mu_per_s`` throughout.
+        horizon_s: simulated time, s.
+        change_at_s: when the service rate becomes ``mu2_per_s`` (None: never).
+        mu2_per_s: the service rate after ``change_at_s``.
+        capacity: FIFO capacity, items.
+        seed: of the random generator.
+        jitter: relative standard deviation of the monitor's oversleep (0: exact periods).
+    """
+
+    service: Service = "exp"
+    mu_per_s: float = 10_000.0
+    rho: float = 0.95
+    horizon_s: float = 4.0
+    change_at_s: float | None = None
+    mu2_per_s: float | None = None
+    capacity: int = 64
+    seed: int = 0
+    jitter: float = 0.0
+
+    def __post_init__(self) -> None:
+        """Raises ValueError on a non-positive rate, load, horizon or capacity, an unknown
+        service, a negative jitter, or ``change_at_s`` without ``mu2_per_s``."""
+        if self.service not in ("det", "exp"):
+            raise ValueError(f"service must be 'det' or 'exp', got {self.service!r}")
+        if min(self.mu_per_s, self.rho, self.horizon_s) <= 0 or self.capacity < 1:
+            raise ValueError("mu_per_s, rho, horizon_s and capacity must be positive")
+        if self.jitter < 0:
+            raise ValueError(f"jitter must be >= 0, got {self.jitter}")
+        if self.change_at_s is not None and (self.mu2_per_s is None or self.mu2_per_s <= 0):
+            raise ValueError("change_at_s needs a positive mu2_per_s")
+
+    def mu_at(self, t_s: float) -> float:
+        """The true service rate at time ``t_s``, items/s."""
+        if self.change_at_s is not None and self.mu2_per_s is not None and t_s >= self.change_at_s:
+            return self.mu2_per_s
+        return self.mu_per_s
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What the consumer did: its pop times and the intervals it was starved, all sorted.
+
+    Attributes:
+        pops_s: time of each pop, s (nondecreasing).
+        starved_from_s: start of each wait on an empty FIFO, s.
+        starved_to_s: its end (the push that ended it), s; intervals are disjoint.
+    """
+
+    pops_s: list[float]
+    starved_from_s: list[float]
+    starved_to_s: list[float]
+
+
+def queue_trace(sc: Scenario) -> Trace:
+    """Simulate the queue up to the first pop at or after ``sc.horizon_s``.
+
+    Item ``i`` is ready ``X_i ~ Exp(lambda)`` after the producer pushed item ``i - 1`` and is
+    pushed once item ``i - capacity`` has been popped; it is popped when pushed and the
+    consumer has finished item ``i - 1``, whichever is later. One Python step per item: about
+    ``max(lambda, mu) * horizon_s`` steps, some 40 000 for the defaults.
+    """
+    rng = np.random.default_rng(sc.seed)
+    lam = sc.rho * sc.mu_per_s
+    k = sc.capacity
+    pops: list[float] = []
+    starved_from: list[float] = []
+    starved_to: list[float] = []
+    push = done = 0.0
+    j = _BLOCK
+    gaps: list[float] = []
+    work: list[float] = []
+    while not pops or pops[-1] < sc.horizon_s:
+        if j == _BLOCK:
+            gaps = rng.exponential(1.0 / lam, _BLOCK).tolist()
+            work = rng.exponential(1.0, _BLOCK).tolist() if sc.service == "exp" else [1.0] * _BLOCK
+            j = 0
+        push += gaps[j]
+        if len(pops) >= k and pops[-k] > push:
+            push = pops[-k]
+        if push > done:
+            starved_from.append(done)
+            starved_to.append(push)
+            pop = push
+        else:
+            pop = done
+        done = pop + work[j] / sc.mu_at(pop)
+        pops.append(pop)
+        j += 1
+    return Trace(pops, starved_from, starved_to)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """An estimate and the truth at the time it was reported.
+
+    Attributes:
+        time_s: when the estimate was reported (end of its last period), s.
+        estimate: the estimate.
+        true_per_s: the service rate at ``time_s``.
+        error: ``rate_per_s / true_per_s - 1``.
+        mixed: the estimate spans the rate change, so no single truth applies.
+    """
+
+    time_s: float
+    estimate: Estimate
+    true_per_s: float
+    error: float
+    mixed: bool
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """The estimates of one run.
+
+    Attributes:
+        scenario: what was simulated.
+        estimates: the converged estimates in time order.
+        last: the unconverged estimate at the end of the horizon (None: none in progress).
+        periods: periods the monitor observed.
+    """
+
+    scenario: Scenario
+    estimates: list[Scored]
+    last: Scored | None
+    periods: int
+
+
+def _scored(sc: Scenario, t_s: float, e: Estimate) -> Scored:
+    truth = sc.mu_at(t_s)
+    start_s = t_s - e.span_s
+    mixed = sc.change_at_s is not None and start_s < sc.change_at_s <= t_s
+    return Scored(t_s, e, truth, e.rate_per_s / truth - 1.0, mixed)
+
+
+def simulate(
+    sc: Scenario,
+    estimator: Callable[[], ServiceRateEstimator] = ServiceRateEstimator,
+) -> SimResult:
+    """Run the monitor and a fresh ``estimator()`` on the reading end of ``sc``'s queue.
+
+    Each converged estimate is scored against the service rate at the end of its last period;
+    one whose clean periods started before ``change_at_s`` and ended after it is ``mixed``.
+
+    Raises:
+        ValueError: from the estimator's constructor.
+    """
+    trace = queue_trace(sc)
+    est = estimator()
+    rng = np.random.default_rng([sc.seed, 1])
+    pops, s_from, s_to = trace.pops_s, trace.starved_from_s, trace.starved_to_s
+    t = 0.0
+    first = 0
+    periods = 0
+    scored: list[Scored] = []
+    while True:
+        want = est.period_s
+        real = want * (1.0 + abs(float(rng.normal(0.0, sc.jitter)))) if sc.jitter else want
+        end = t + real
+        if end > sc.horizon_s:
+            break
+        last = bisect_left(pops, end, lo=first)
+        k = bisect_right(s_to, t)
+        blocked = k < len(s_from) and s_from[k] < end
+        periods += 1
+        e = est.observe(last - first, blocked, real)
+        if e is not None:
+            scored.append(_scored(sc, end, e))
+        t, first = end, last
+    cur = est.current()
+    return SimResult(sc, scored, None if cur is None else _scored(sc, t, cur), periods)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """How close a set of estimates came (mixed ones left out).
+
+    Attributes:
+        estimates: estimates scored.
+        median_error: median of ``error`` (None when there is none).
+        median_abs_error: median of ``|error|``.
+        within_10: share with ``|error| <= 0.10``.
+        within_20: share with ``|error| <= 0.20``.
+        usable_fraction: median usable fraction.
+        low_confidence: estimates flagged low.
+    """
+
+    estimates: int
+    median_error: float | None
+    median_abs_error: float | None
+    within_10: float | None
+    within_20: float | None
+    usable_fraction: float | None
+    low_confidence: int
+
+
+def summarise(scored: list[Scored]) -> Summary:
+    """The :class:`Summary` of the unmixed ``scored`` estimates."""
+    kept = [s for s in scored if not s.mixed]
+    if not kept:
+        return Summary(0, None, None, None, None, None, 0)
+    err = np.array([s.error for s in kept])
+    return Summary(
+        estimates=len(kept),
+        median_error=float(np.median(err)),
+        median_abs_error=float(np.median(np.abs(err))),
+        within_10=float(np.mean(np.abs(err) <= 0.10)),
+        within_20=float(np.mean(np.abs(err) <= 0.20)),
+        usable_fraction=float(np.median([s.estimate.usable_fraction for s in kept])),
+        low_confidence=sum(s.estimate.confidence == "low" for s in kept),
+    )
+
+
+def error_bound_det(mu_per_s: float, period_s: float) -> float:
+    """Largest relative error of a clean period's rate under deterministic service: one item
+    more or fewer than ``mu * T``, ``1 / (mu T)``."""
+    return 1.0 / (mu_per_s * period_s) if period_s > 0 else math.inf
