@@ -286,6 +286,11 @@ class BulkSink:
                 for index, c in sorted(self._counts.items())
             }
 
+    def buffered(self) -> int:
+        """Documents buffered for the next bulk request."""
+        with self._lock:
+            return len(self._buf)
+
     def pending(self) -> int:
         """Documents buffered or spooled, i.e. added but not yet settled."""
         with self._lock:

@@ -1,0 +1,186 @@
+"""The bulk sink on a thread of its own, behind a bounded and instrumented queue.
+
+The main job's thread reads, parses and reduces; the documents it makes go into a
+:class:`pipeline.sink.stage_queue.StageQueue` of ``sink.queue_docs`` documents, and a sender
+thread takes them out into the :class:`pipeline.sink.bulk.BulkSink` (chunks, retries, spool,
+dead letters). The queue is the back-pressure: when Elasticsearch is slower than the reading,
+the main thread waits in :meth:`AsyncSink.add`, so the documents in memory stay bounded
+however slow the cluster is. Its two ends are what the service-rate monitor samples
+(:mod:`pipeline.jobs.service_monitor`, seed 003): the head gives the sink's non-blocking service
+rate, the tail the producing stages'.
+
+Acknowledgements come back to the main thread: the sender only records which documents
+settled, and :meth:`AsyncSink.poll` (called by the main job between chunks, and by
+:meth:`flush`) hands them to ``on_ack`` there, so the registry and the acknowledgement tracker
+are only ever touched by the thread that owns them. The bulk request size follows the sink's
+measured service rate (:meth:`AsyncSink.set_rate`): about ``target_bulk_s`` of its work per
+request, between ``MIN_BULK_DOCS`` and ``chunk_max_docs``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from elasticsearch import Elasticsearch
+
+from pipeline.records import Document
+from pipeline.settings import SinkSettings
+from pipeline.sink.bulk import BulkSink, StreamStats
+from pipeline.sink.deadletter import DeadLetters, Rejection
+from pipeline.sink.spool import Spool
+from pipeline.sink.stage_queue import StageQueue
+
+log = logging.getLogger(__name__)
+
+MIN_BULK_DOCS = 10
+"""Smallest bulk request the rate-based sizing makes."""
+
+
+class AsyncSink:
+    """A :class:`BulkSink` fed by a sender thread through a bounded :class:`StageQueue`.
+
+    It has the sink's API (``add``, ``flush``, ``maybe_flush``, ``close``, ``pending``,
+    ``stats``, ``resend``, ``spool``, ``deadletters``), plus :meth:`poll`.
+
+    Args:
+        client, settings, state_dir, clock: as for :class:`BulkSink`.
+        on_ack: called on the thread that calls :meth:`poll`, :meth:`flush` or
+            :meth:`maybe_flush`, with the documents that settled.
+        target_bulk_s: the sink's work one bulk request should hold at its measured rate.
+
+    Raises:
+        RuntimeError: from ``add``/``flush``, when the sender thread failed (its exception is
+            chained).
+    """
+
+    def __init__(
+        self,
+        client: Elasticsearch,
+        settings: SinkSettings,
+        state_dir: Path,
+        *,
+        on_ack: Callable[[Sequence[Document]], None] = lambda d: None,
+        clock: Callable[[], float] = time.monotonic,
+        target_bulk_s: float = 0.5,
+    ) -> None:
+        self._acked: deque[Sequence[Document]] = deque()
+        self._on_ack = on_ack
+        self.sink = BulkSink(client, settings, state_dir, on_ack=self._acked.append, clock=clock)
+        self.settings = settings
+        self.queue: StageQueue[Document] = StageQueue(settings.queue_docs, clock)
+        self.target_bulk_s = target_bulk_s
+        self.bulk_docs = settings.chunk_max_docs
+        self._error: BaseException | None = None
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="iolens-sink", daemon=True)
+        self._thread.start()
+
+    # -- the sink's API ----------------------------------------------------------------------
+
+    @property
+    def spool(self) -> Spool:
+        """The sink's spool."""
+        return self.sink.spool
+
+    @property
+    def deadletters(self) -> DeadLetters:
+        """The sink's dead-letter area."""
+        return self.sink.deadletters
+
+    def add(self, doc: Document) -> None:
+        """Queue ``doc`` for the sender, waiting while the queue is full."""
+        self._check()
+        self.queue.put(doc)
+
+    def poll(self) -> None:
+        """Hand the documents settled since the last call to ``on_ack`` (on this thread)."""
+        while self._acked:
+            self._on_ack(self._acked.popleft())
+
+    def maybe_flush(self) -> bool:
+        """Deliver acknowledgements; the sender flushes by itself. Returns whether any came."""
+        had = bool(self._acked)
+        self.poll()
+        self._check()
+        return had
+
+    def flush(self) -> None:
+        """Wait until every queued document reached the sink, send what it buffers (or spool
+        it), and deliver the acknowledgements."""
+        self._check()
+        self.queue.join()
+        self._check()
+        self.sink.flush()
+        self.poll()
+
+    def close(self) -> None:
+        """Flush, stop the sender and close the sink. Idempotent."""
+        if not self._closing.is_set():
+            try:
+                self.flush()
+            finally:
+                self._closing.set()
+                self._thread.join()
+                self.sink.close()
+                self.poll()
+
+    def pending(self) -> int:
+        """Documents queued, buffered or spooled: added but not yet settled."""
+        return len(self.queue) + self.sink.pending()
+
+    def stats(self) -> dict[str, StreamStats]:
+        """The sink's counters, by data stream."""
+        return self.sink.stats()
+
+    def resend(self, docs: Sequence[Document]) -> list[Rejection]:
+        """:meth:`BulkSink.resend`, after what is queued."""
+        self.flush()
+        return self.sink.resend(docs)
+
+    def set_rate(self, docs_per_s: float) -> None:
+        """The sink's measured non-blocking service rate: bulk requests are sized to about
+        ``target_bulk_s`` of it."""
+        n = int(docs_per_s * self.target_bulk_s)
+        self.bulk_docs = max(MIN_BULK_DOCS, min(self.settings.chunk_max_docs, n))
+
+    # -- the sender thread -------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise RuntimeError("the sink's sender thread failed") from self._error
+
+    def _run(self) -> None:
+        idle_s = min(self.settings.flush_interval_s, 0.1)
+        while True:
+            docs = self.queue.get_batch(1, timeout_s=idle_s)
+            if not docs:
+                if self._closing.is_set():
+                    return
+                self._guard(self.sink.maybe_flush)
+                continue
+            try:
+                self._guard(functools.partial(self._take, docs[0]))
+            finally:
+                self.queue.done(1)
+
+    def _take(self, doc: Document) -> None:
+        self.sink.add(doc)
+        if self.sink.buffered() >= self.bulk_docs:
+            self.sink.flush()
+        else:
+            self.sink.maybe_flush()
+
+    def _guard(self, fn: Callable[[], object]) -> None:
+        if self._error is not None:
+            return
+        try:
+            fn()
+        except BaseException as err:  # handed to the main thread by _check
+            log.error("the sink's sender thread failed: %s", err)
+            self._error = err
