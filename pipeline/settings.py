@@ -299,6 +299,41 @@ class SinkSettings(_Frozen):
     max_retries: int = Field(8, ge=0, description="Retries of 429/5xx items before spooling.")
     backoff_initial_s: float = Field(0.5, gt=0, description="First retry delay.")
     backoff_max_s: float = Field(30.0, gt=0, description="Cap of the retry delay.")
+    queue_docs: int = Field(
+        10000,
+        gt=0,
+        description="Most documents waiting between the reading thread and the sink's sender "
+        "thread; reading waits when it is full, so memory stays bounded when Elasticsearch is "
+        "slow.",
+    )
+
+
+class ServiceRateSettings(_Frozen):
+    """Online non-blocking service rates of the pipeline's stages (seed 003)."""
+
+    enabled: bool = Field(
+        True,
+        description="Sample the queue between reading and the sink and estimate both stages' "
+        "service rates (metrics-iolens.service_rate, iolens status).",
+    )
+    t0_s: float = Field(
+        0.05,
+        gt=0,
+        description="First sampling period (it doubles while it is tuned). A sleeping Python "
+        "monitor cannot keep periods much shorter.",
+    )
+    cap_s: float = Field(
+        2.0,
+        gt=0,
+        description="Longest sampling period: it should span several bulk requests, since the "
+        "sink takes documents a bulk request at a time.",
+    )
+    target_bulk_s: float = Field(
+        0.5,
+        gt=0,
+        description="Bulk requests hold about this much of the sink's measured service rate "
+        "(at most sink.chunk_max_docs documents).",
+    )
 
 
 class JobsSettings(_Frozen):
@@ -320,6 +355,7 @@ class Settings(_Frozen):
     darshan: DarshanSettings = Field(default_factory=DarshanSettings)
     requests: RequestsSettings = Field(default_factory=RequestsSettings)
     sink: SinkSettings = Field(default_factory=SinkSettings)
+    service_rate: ServiceRateSettings = Field(default_factory=ServiceRateSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 
 

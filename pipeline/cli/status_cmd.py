@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from pipeline.cli.common import settings_from_args
 from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.jobs.service_monitor import read_state
 from pipeline.shippers.registry import Registry
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import make_client, ping_url
@@ -23,6 +27,33 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         name, help="show registry, spool, dead letters and the cluster", description=__doc__
     )
     p.add_argument("--state-dir", help="state directory (default: state_dir of the config)")
+
+
+def print_rates(console: Console, rates: Mapping[str, Any] | None) -> None:
+    """The stages' service rates the pipeline last wrote (seed 003), with the bottleneck."""
+    if rates is None:
+        console.print("service rates: none measured yet (iolens run writes them)")
+        return
+    when = datetime.fromtimestamp(rates["time"], UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    table = Table(title=f"service rates (items/s), as of {when}")
+    for col in ("stage", "service rate", "confidence", "throughput", "utilisation", "blocked"):
+        table.add_column(col, justify="left" if col in ("stage", "confidence") else "right")
+    for name, st in rates["stages"].items():
+        est = st["estimate"]
+        mark = " (bottleneck)" if rates.get("bottleneck") == name else ""
+        table.add_row(
+            f"{name}{mark}",
+            "-" if est is None else f"{est['rate_per_s']:,.0f}",
+            "-" if est is None else est["confidence"],
+            _num(st["throughput_per_s"], "{:,.0f}"),
+            _num(st["utilisation"], "{:.0%}"),
+            _num(st["blocked_share"], "{:.0%}"),
+        )
+    console.print(table)
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "-" if v is None else fmt.format(v)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         dirty = DirtyIntervals(state / "jobs.sqlite")
         console.print(f"intervals waiting for merged percentiles: {dirty.count()}")
         dirty.close()
+    print_rates(console, read_state(state))
     url = settings.elasticsearch.url
     if not ping_url(url, timeout=5.0):
         console.print(f"cluster: nothing answers at {url}")

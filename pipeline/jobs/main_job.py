@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.peer_job import PeerJob, load_thresholds
+from pipeline.jobs.service_monitor import ServiceMonitor, StageState
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.event_schema import EventSchema, load_event_schema
 from pipeline.records import Document
@@ -49,12 +51,13 @@ from pipeline.shippers.sysstat_tail import SysstatTail
 from pipeline.shippers.table_tail import TableKind, TableTail
 from pipeline.shippers.tailer import LineTooLong, TailChunk
 from pipeline.shippers.watcher import DropWatcher, FileEvent
-from pipeline.sink.bulk import BulkSink
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext, FioSource
 from pipeline.sink.lease import Lease
+from pipeline.sink.rate_documents import service_rate_document
 from pipeline.sink.search import delete_by_query, iter_hits, refresh
+from pipeline.sink.sender import AsyncSink
 from pipeline.sink.state_store import JobState
 from pipeline.sink.templates import install, load_templates
 
@@ -118,9 +121,24 @@ class MainJob:
         self.acks = AckTracker()
         self.ctx = DocContext(namespace=settings.elasticsearch.namespace)
         # The sink owns its retry loop with backoff: no transport-level retries underneath it.
-        self.sink = BulkSink(
-            client.options(max_retries=0), settings.sink, state, on_ack=self._on_ack
+        self.sink = AsyncSink(
+            client.options(max_retries=0),
+            settings.sink,
+            state,
+            on_ack=self._on_ack,
+            target_bulk_s=settings.service_rate.target_bulk_s,
         )
+        self._rate_docs: deque[Document] = deque()
+        self.monitor: ServiceMonitor | None = None
+        if settings.service_rate.enabled:
+            q = self.sink.queue
+            self.monitor = ServiceMonitor(
+                [("produce", "sink", q, "tail"), ("sink", "sink", q, "head")],
+                settings.service_rate,
+                state,
+                self._rate_estimated,
+            )
+            self.monitor.start()
         self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock)
         self.latency = FioLatencyJob(
             search=lambda index, q, s: iter_hits(self.client, index, q, s),
@@ -172,6 +190,38 @@ class MainJob:
             refresh=lambda index: refresh(self.client, index),
             sysstat_drops=any(d.type in ("sadf", "sadc") for d in settings.drops),
         )
+
+    def _rate_estimated(self, st: StageState) -> None:
+        """A stage's service rate converged (on the monitor's thread): size bulk requests by
+        the sink's, and queue the estimate's document for the main thread."""
+        assert self.monitor is not None and st.estimate is not None
+        if st.stage == "sink":
+            self.sink.set_rate(st.estimate.rate_per_s)
+        bottleneck = self.monitor.bottleneck()
+        values = {
+            "queue": st.queue,
+            "end": st.end,
+            "rate_per_s": st.estimate.rate_per_s,
+            "mean_per_s": st.estimate.mean_per_s,
+            "quantile_per_s": st.estimate.quantile_per_s,
+            "converged": st.estimate.converged,
+            "usable_fraction": st.estimate.usable_fraction,
+            "confidence": st.estimate.confidence,
+            "period_s": st.estimate.period_s,
+            "samples": st.estimate.samples,
+            "throughput_per_s": st.throughput(),
+            "blocked_share": st.blocked_share(),
+            "utilisation": st.utilisation(),
+            "bottleneck": bottleneck == st.stage,
+        }
+        now_ms = self.clock() * 1000
+        doc = service_rate_document(self.ctx, self._hostname, st.stage, values, now_ms, now_ms)
+        self._rate_docs.append(doc)
+
+    def _ship_rates(self) -> None:
+        """Send the service-rate documents the monitor made (on this, the main, thread)."""
+        while self._rate_docs:
+            self.sink.add(self._rate_docs.popleft())
 
     def _settle(self) -> bool:
         """Flush the sink; True when nothing is left unacknowledged (no spooled documents)."""
@@ -431,6 +481,8 @@ class MainJob:
                 self.sink.add(doc)
             if not waits or res.releases:
                 self._commit(tail.key)
+        self.sink.poll()
+        self._ship_rates()
 
     def _settle_lines(self, key: str, holds: Sequence[int], releases: Sequence[int]) -> None:
         """Lines that wait for one more acknowledgement each, then lines given one."""
@@ -534,6 +586,7 @@ class MainJob:
         Darshan logs are all handed to the worker pool first, so they are analysed in parallel
         while the files before them are shipped.
         """
+        self.sink.queue.producer_idle(False)
         tails = [t for path, drop in files if (t := self.discover(path, drop)) is not None]
         for t in tails:
             if isinstance(t, DarshanTail):
@@ -547,6 +600,7 @@ class MainJob:
     def finish(self) -> RunSummary:
         """Flush, compute every dirty interval, flush again; returns the summary."""
         self._idle_events(final=True)
+        self._ship_rates()
         self.sink.flush()
         for p in sorted(self._unidentified):
             log.warning("%s has no complete first line yet; it was not read", p)
@@ -554,6 +608,7 @@ class MainJob:
         self.summary.intervals += self.latency.run(force=True)
         self.sink.flush()
         self.summary.peer_windows += self.peer.run(force=True)
+        self.sink.queue.producer_idle(True)
         return self.snapshot()
 
     def run_once(self, extra: Sequence[tuple[Path, DropSettings | None]] = ()) -> RunSummary:
@@ -576,8 +631,10 @@ class MainJob:
             next_tick = self.clock()
             while not stop.is_set():
                 events: list[FileEvent] = []
+                self.sink.queue.producer_idle(True)
                 for w in watchers:
                     events += w.drain(timeout_s=0.2 / max(1, len(watchers)))
+                self.sink.queue.producer_idle(False)
                 self._handle(events, drops)
                 for p, drop in list(self._unidentified.items()):
                     tail = self.discover(Path(p), drop)
@@ -589,6 +646,7 @@ class MainJob:
                         if not tail.exhausted:
                             self.pump(tail)
                     self._idle_events()
+                    self._ship_rates()
                     self.summary.intervals += self.latency.run()
                     self.summary.peer_windows += self.peer.run()
                     next_tick = self.clock() + self.settings.jobs.tick_s
@@ -642,6 +700,9 @@ class MainJob:
         """Flush and release the registry and job state (also on leaving a ``with`` block)."""
         for _schema, model in self._models.values():
             model.save()
+        if self.monitor is not None:
+            self.monitor.stop()
+        self._ship_rates()
         self.sink.close()
         self.darshan_pool.close()
         self._lease.release()

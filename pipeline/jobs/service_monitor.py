@@ -1,0 +1,219 @@
+"""Online service rates of the pipeline's stages (seed 003, applied to iolens itself).
+
+The main job's thread reads files, parses them and reduces them into documents (the *produce*
+stage); the sender thread delivers them to Elasticsearch (the *sink* stage). Between them is
+the bounded :class:`pipeline.sink.stage_queue.StageQueue`. A monitor thread per queue end
+samples that end's counters once per sampling period and feeds a
+:class:`pipeline.reducers.service_rate.ServiceRateEstimator`: the head (the sender's takes, in
+periods when it never found the queue empty) estimates the sink's non-blocking service rate,
+the tail (the main thread's puts, in periods when it never found the queue full) the produce
+stage's. Each converged estimate is kept, written to ``<state_dir>/service_rates.json`` (what
+``iolens status`` shows) and handed to the main job as a ``metrics-iolens.service_rate``
+document.
+
+*Utilisation* is a stage's throughput (items that went through its end per second over the
+last ``THROUGHPUT_WINDOW_S``) over its estimated service rate; the *bottleneck* is the stage with
+the highest utilisation. A stage whose end was blocked in most periods has few usable samples
+(its estimate, if any, has low confidence): when the queue is full most of the time the sink
+limits the pipeline, when it is empty most of the time the produce stage does, and that decides
+when no utilisation is known.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.reducers.service_rate import Estimate, ServiceRateEstimator
+from pipeline.settings import ServiceRateSettings
+from pipeline.sink.stage_queue import End, StageQueue
+
+log = logging.getLogger(__name__)
+
+THROUGHPUT_WINDOW_S = 10.0
+"""Seconds of samples the throughput (and the blocked share) is taken over."""
+
+STATE_FILE = "service_rates.json"
+"""Where the current rates are written in the state directory."""
+
+
+@dataclass
+class StageState:
+    """What is known of one stage now.
+
+    Attributes:
+        stage: its name (``produce``, ``sink``).
+        queue / end: the queue end it is measured at.
+        estimate: the latest converged estimate (None before the first).
+        estimates: converged estimates so far.
+        samples: recent ``(seconds, items, blocked)`` periods, for throughput and blocking.
+    """
+
+    stage: str
+    queue: str
+    end: End
+    estimate: Estimate | None = None
+    estimates: int = 0
+    samples: deque[tuple[float, int, bool]] = field(default_factory=deque)
+
+    def throughput(self) -> float | None:
+        """Items per second through the end over the recent periods (None without any)."""
+        span = sum(s for s, _n, _b in self.samples)
+        return sum(n for _s, n, _b in self.samples) / span if span > 0 else None
+
+    def blocked_share(self) -> float | None:
+        """Share of the recent periods in which the end was blocked."""
+        if not self.samples:
+            return None
+        return sum(b for _s, _n, b in self.samples) / len(self.samples)
+
+    def utilisation(self) -> float | None:
+        """Throughput over the estimated service rate (None when either is unknown)."""
+        tp = self.throughput()
+        if self.estimate is None or tp is None or self.estimate.rate_per_s <= 0:
+            return None
+        return tp / self.estimate.rate_per_s
+
+
+class ServiceMonitor:
+    """A monitor thread per queue end, with an estimator each (see the module docstring).
+
+    Args:
+        ends: ``(stage, queue name, queue, end)`` of each end to watch.
+        settings: sampling-period bounds.
+        state_dir: where ``service_rates.json`` is written (None: not written).
+        on_estimate: called (on the monitor's thread) with the stage's state after each
+            converged estimate.
+        clock: seconds, high resolution and monotonic.
+        sleep: blocks for the given seconds.
+    """
+
+    def __init__(
+        self,
+        ends: list[tuple[str, str, StageQueue[Any], End]],
+        settings: ServiceRateSettings,
+        state_dir: Path | None = None,
+        on_estimate: Callable[[StageState], None] = lambda s: None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.state_dir = state_dir
+        self._on_estimate = on_estimate
+        self._clock, self._sleep = clock, sleep
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.stages: dict[str, StageState] = {}
+        self._watch: list[tuple[StageState, StageQueue[Any]]] = []
+        for stage, qname, q, end in ends:
+            st = StageState(stage, qname, end)
+            self.stages[stage] = st
+            self._watch.append((st, q))
+        self._threads = [
+            threading.Thread(
+                target=self._run, args=(st, q), name=f"iolens-monitor-{st.stage}", daemon=True
+            )
+            for st, q in self._watch
+        ]
+
+    def start(self) -> None:
+        """Start the monitor threads."""
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        """Stop the monitor threads and write the state file a last time."""
+        self._stop.set()
+        for t in self._threads:
+            if t.is_alive():
+                t.join()
+        self._write_state()
+
+    def _run(self, st: StageState, q: StageQueue[Any]) -> None:
+        est = ServiceRateEstimator(t0_s=self.settings.t0_s, cap_s=self.settings.cap_s)
+        q.take(st.end)  # start the first period clean
+        start = self._clock()
+        while not self._stop.is_set():
+            target = start + est.period_s
+            while (left := target - self._clock()) > 0 and not self._stop.is_set():
+                self._sleep(min(left, 0.05))
+            now = self._clock()
+            counts = q.take(st.end)
+            realised = now - start
+            start = now
+            with self._lock:
+                st.samples.append((realised, counts.count, counts.blocked))
+                span = sum(s for s, _n, _b in st.samples)
+                while st.samples and span - st.samples[0][0] >= THROUGHPUT_WINDOW_S:
+                    span -= st.samples.popleft()[0]
+            estimate = est.observe(counts.count, counts.blocked, realised)
+            if estimate is not None and estimate.converged:
+                with self._lock:
+                    st.estimate = estimate
+                    st.estimates += 1
+                self._write_state()
+                self._on_estimate(st)
+
+    def bottleneck(self) -> str | None:
+        """The stage that limits throughput now (module docstring); None while unknown."""
+        with self._lock:
+            known = {s: st.utilisation() for s, st in self.stages.items()}
+            util = {s: u for s, u in known.items() if u is not None}
+            blocked = {s: st.blocked_share() for s, st in self.stages.items()}
+        if (blocked.get("produce") or 0.0) >= 0.5:
+            return "sink"  # the queue was full most of the time
+        if (blocked.get("sink") or 0.0) >= 0.5:
+            return "produce"  # the queue was empty most of the time
+        return max(util, key=lambda s: util[s]) if util else None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The current rates as plain values: per stage its estimate, throughput, blocked
+        share and utilisation, and the bottleneck."""
+        bottleneck = self.bottleneck()
+        with self._lock:
+            stages = {
+                name: {
+                    "queue": st.queue,
+                    "end": st.end,
+                    "estimate": asdict(st.estimate) if st.estimate is not None else None,
+                    "estimates": st.estimates,
+                    "throughput_per_s": st.throughput(),
+                    "blocked_share": st.blocked_share(),
+                    "utilisation": st.utilisation(),
+                }
+                for name, st in self.stages.items()
+            }
+        return {"time": time.time(), "stages": stages, "bottleneck": bottleneck}
+
+    def _write_state(self) -> None:
+        if self.state_dir is None:
+            return
+        path = self.state_dir / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(self.snapshot(), indent=1), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as err:
+            log.warning("cannot write %s: %s", path, err)
+
+
+def read_state(state_dir: Path) -> Mapping[str, Any] | None:
+    """The rates the last (or the running) pipeline wrote in ``state_dir``; None without any."""
+    path = state_dir / STATE_FILE
+    try:
+        data: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        log.warning("%s is unreadable: %s", path, err)
+        return None
+    return data

@@ -1,0 +1,34 @@
+"""``metrics-iolens.service_rate`` documents: one per stage and converged estimate (seed 003)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.records import Document
+from pipeline.sink.documents import DocContext, doc_id, stream_name
+
+RATE_DATASET = "iolens.service_rate"
+
+
+def service_rate_document(
+    ctx: DocContext,
+    host: str,
+    stage: str,
+    values: dict[str, Any],
+    when_ms: float,
+    created_ms: float,
+) -> Document:
+    """The document of one converged estimate of ``stage`` on ``host``.
+
+    Args:
+        values: ``iolens.service_rate.*`` fields: ``queue``, ``end``, ``rate_per_s``,
+            ``mean_per_s``, ``quantile_per_s``, ``converged``, ``usable_fraction``,
+            ``confidence``, ``period_s``, ``samples``, ``throughput_per_s`` (items/s),
+            ``blocked_share``, ``utilisation``, ``bottleneck``.
+        when_ms: when the estimate converged (epoch ms); with host and stage, its id.
+    """
+    source = ctx.base("metrics", RATE_DATASET, when_ms, created_ms)
+    source["host"] = {"name": host}
+    source["iolens"] = {"service_rate": {"stage": stage, **values}}
+    index = stream_name("metrics", RATE_DATASET, ctx.namespace)
+    return Document(index, doc_id(RATE_DATASET, host, stage, round(when_ms)), source, ())

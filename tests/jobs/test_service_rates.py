@@ -1,0 +1,108 @@
+"""Service rates of the running pipeline (seed 003): a slowed sink is found to be the bottleneck,
+at its rate."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from elasticsearch import Elasticsearch
+
+from pipeline.jobs.main_job import MainJob
+from pipeline.jobs.service_monitor import read_state
+from pipeline.settings import settings_from_mapping
+from pipeline.sink.search import iter_hits, refresh
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "fio" / "samples" / "node01"
+
+pytestmark = pytest.mark.integration
+REPS = 35
+
+
+class Throttled:
+    """An Elasticsearch client whose bulk requests take ``1 / docs_per_s`` per document more:
+    a sink that can take no more than that rate."""
+
+    def __init__(self, client: Any, docs_per_s: float, spent: list[float] | None = None) -> None:
+        self._client, self.docs_per_s = client, docs_per_s
+        self.spent = spent if spent is not None else [0.0, 0.0]  # documents, seconds in bulk
+
+    def options(self, **kw: Any) -> Throttled:
+        return Throttled(self._client.options(**kw), self.docs_per_s, self.spent)
+
+    def bulk(self, *, operations: Any, **kw: Any) -> Any:
+        start = time.perf_counter()
+        n = bytes(operations).count(b"\n") // 2
+        time.sleep(n / self.docs_per_s)
+        try:
+            return self._client.bulk(operations=operations, **kw)
+        finally:
+            self.spent[0] += n
+            self.spent[1] += time.perf_counter() - start
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_slowed_sink_is_named_the_bottleneck_at_its_rate(
+    es_url: str, client: Elasticsearch, tmp_path: Path
+) -> None:
+    # a real fio histogram log repeated 35 times (time shifted): 2,765 lines, one document
+    # each, which at the throttle keeps the sink busy for about 14 s
+    lines = (SAMPLE / "randrw_clat_hist.1.log").read_text().splitlines()
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    with open(drop / "long_clat_hist.1.log", "w") as fh:
+        for k in range(REPS):
+            for line in lines:
+                t, rest = line.split(",", 1)
+                fh.write(f"{int(t) + k * 8000},{rest}\n")
+    ns = f"sr{uuid.uuid4().hex[:8]}"
+    settings = settings_from_mapping(
+        {
+            "elasticsearch": {"url": es_url, "namespace": ns},
+            "state_dir": str(tmp_path / "state"),
+            "drops": [{"type": "fio-hist", "path": str(drop)}],
+            # bulk requests of 20 documents, 100 ms each at the throttle: a 0.5 s period
+            # spans 5
+            "sink": {"chunk_max_docs": 20, "queue_docs": 200},
+            "service_rate": {"t0_s": 0.05, "cap_s": 0.5},
+        }
+    )
+    throttle = 200.0
+    throttled = Throttled(client, throttle)
+    with MainJob(settings, throttled) as job:  # type: ignore[arg-type]
+        # read the log (no finish: its merged percentiles are not what is measured here)
+        job.ingest([(drop / "long_clat_hist.1.log", settings.drops[0])])
+        job.sink.flush()
+        summary = job.snapshot()
+    assert summary.docs[f"metrics-fio.histogram-{ns}"]["indexed"] == REPS * len(lines)
+    index = f"metrics-iolens.service_rate-{ns}"
+    refresh(client, index)
+    rates = [
+        h["_source"]["iolens"]["service_rate"]
+        for h in iter_hits(client, index, {"match_all": {}}, [{"@timestamp": "asc"}])
+    ]
+    sink = [r for r in rates if r["stage"] == "sink"]
+    confident = [r for r in sink if r["confidence"] == "high"]
+    assert confident, rates
+    # while the log was read the queue was full: the sink limited the pipeline, and its
+    # non-blocking rate is the throttle, less what Elasticsearch itself takes
+    first = confident[0]
+    assert first["bottleneck"] is True
+    assert first["blocked_share"] < 0.5  # the queue was rarely empty
+    # what the sink could really do: the throttle and Elasticsearch's own time per document
+    capacity = throttled.spent[0] / throttled.spent[1]
+    assert capacity < throttle
+    for r in confident:
+        assert 0.8 * throttle <= r["rate_per_s"] <= throttle, r
+        assert r["rate_per_s"] == pytest.approx(capacity, rel=0.1)
+    # the rates the running pipeline kept for `iolens status`
+    state = read_state(tmp_path / "state")
+    assert state is not None
+    assert state["stages"]["sink"]["estimate"]["rate_per_s"] == pytest.approx(
+        sink[-1]["rate_per_s"]
+    )
