@@ -47,6 +47,7 @@ def test_setup_ingest_status_deadletter(
     assert "randrw_clat_hist.1.log" in out
     assert "dead letters: documents 0, inputs 1" in out
     assert f"cluster: {es_url} answers" in out
+    assert "service rates (items/s), as of" in out  # what the ingest's monitor saw
 
     assert main([*base, "deadletter", "list"]) == 0
     out = capsys.readouterr().out
@@ -69,3 +70,53 @@ def test_run_needs_a_drop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "--drop 'sar=/x': expected TYPE=DIR with TYPE one of fio-hist, sadf, sadc" in (
         capsys.readouterr().err
     )
+
+
+def test_status_shows_the_rates_and_the_bottleneck() -> None:
+    from rich.console import Console
+
+    from pipeline.cli.status_cmd import print_rates
+
+    estimate = {"rate_per_s": 183.4, "confidence": "high"}
+    state = {
+        "time": 1795350000.0,
+        "bottleneck": "sink",
+        "stages": {
+            "produce": {
+                "estimate": None,
+                "throughput_per_s": 180.2,
+                "utilisation": None,
+                "blocked_share": 0.93,
+            },
+            "sink": {
+                "estimate": estimate,
+                "throughput_per_s": 180.2,
+                "utilisation": 0.9826,
+                "blocked_share": 0.0,
+            },
+        },
+    }
+    console = Console(width=200, record=True)
+    print_rates(console, state)
+    out = console.export_text()
+    assert "service rates (items/s), as of 2026-11-22 12:20:00 UTC" in out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
+    assert [c.strip() for c in rows["sink (bottleneck)"].split("│")[1:-1]] == [
+        "sink (bottleneck)",
+        "183",
+        "high",
+        "180",
+        "98%",
+        "0%",
+    ]
+    assert [c.strip() for c in rows["produce"].split("│")[1:-1]] == [
+        "produce",
+        "-",
+        "-",
+        "180",
+        "-",
+        "93%",
+    ]
+    console = Console(width=200, record=True)
+    print_rates(console, None)
+    assert "none measured yet" in console.export_text()
