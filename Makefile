@@ -46,6 +46,7 @@ bench: $(STAMP) sysdeps
 	$(BIN)/python bench/peer_diagnosis.py
 	$(BIN)/python bench/darshan_ingest.py
 	$(BIN)/python bench/requests.py
+	$(BIN)/python bench/service_rate.py
 
 clean: stop
 	rm -rf var
