@@ -41,6 +41,8 @@ def print_rates(console: Console, rates: Mapping[str, Any] | None) -> None:
     for name, st in rates["stages"].items():
         est = st["estimate"]
         mark = " (bottleneck)" if rates.get("bottleneck") == name else ""
+        if rates.get("bottleneck") == "produce" and rates.get("within") == name:
+            mark = " (most of produce)"
         table.add_row(
             f"{name}{mark}",
             "-" if est is None else f"{est['rate_per_s']:,.0f}",

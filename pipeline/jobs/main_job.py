@@ -201,6 +201,7 @@ class MainJob:
         values = {
             "queue": st.queue,
             "end": st.end,
+            "method": "online_estimate",
             "rate_per_s": st.estimate.rate_per_s,
             "mean_per_s": st.estimate.mean_per_s,
             "quantile_per_s": st.estimate.quantile_per_s,
@@ -217,6 +218,23 @@ class MainJob:
         now_ms = self.clock() * 1000
         doc = service_rate_document(self.ctx, self._hostname, st.stage, values, now_ms, now_ms)
         self._rate_docs.append(doc)
+        if st.stage != "produce":
+            return
+        # the produce stage's parts, measured by their working time
+        snap = self.monitor.snapshot()
+        for name in ("read", "parse"):
+            part = snap["stages"].get(name)
+            if part is None or part["estimate"] is None:
+                continue
+            values = {
+                "method": "busy_time",
+                "rate_per_s": part["estimate"]["rate_per_s"],
+                "confidence": "exact",
+                "busy_s": part["busy_s"],
+                "bottleneck": bottleneck == "produce" and snap["within"] == name,
+            }
+            doc = service_rate_document(self.ctx, self._hostname, name, values, now_ms, now_ms)
+            self._rate_docs.append(doc)
 
     def _ship_rates(self) -> None:
         """Send the service-rate documents the monitor made (on this, the main, thread)."""
@@ -431,6 +449,7 @@ class MainJob:
         if not self._still_there(tail):
             return n
         while True:
+            started = time.perf_counter()
             try:
                 chunk = tail.read(self.settings.shipper.read_chunk_bytes)
             except FileNotFoundError:
@@ -453,11 +472,17 @@ class MainJob:
                 return n
             n += len(chunk.lines)
             self._read_keys.add(tail.key)
+            read_s = time.perf_counter() - started
+            waited = self.sink.put_wait_s
             try:
                 self._ship(tail, chunk)
             except ParseError as err:
                 self._quarantine_file(tail, err)
                 return n
+            if self.monitor is not None:
+                parse_s = time.perf_counter() - started - read_s - (self.sink.put_wait_s - waited)
+                self.monitor.busy("read", len(chunk.lines), read_s)
+                self.monitor.busy("parse", len(chunk.lines), max(parse_s, 0.0))
             if tail.compressed:
                 tail.exhausted = True
                 return n

@@ -11,6 +11,13 @@ stage's. Each converged estimate is kept, written to ``<state_dir>/service_rates
 ``iolens status`` shows) and handed to the main job as a ``metrics-iolens.service_rate``
 document.
 
+The stages inside the main thread run back to back with no queue between them: reading
+(``read``: complete lines out of the files) and parsing with reducing (``parse``: lines into
+documents). Such a stage never waits for another while it works, so its non-blocking service
+rate is measured exactly, as the lines it handled over the time it spent on them
+(:meth:`ServiceMonitor.busy`; the time the parser waited for room in the sink's queue is not
+its own). These rates are kept over the last ``THROUGHPUT_WINDOW_S`` of work.
+
 *Utilisation* is a stage's throughput (items that went through its end per second over the
 last ``THROUGHPUT_WINDOW_S``) over its estimated service rate; the *bottleneck* is the stage with
 the highest utilisation. A stage whose end was blocked in most periods has few usable samples
@@ -83,6 +90,28 @@ class StageState:
         return tp / self.estimate.rate_per_s
 
 
+@dataclass
+class BusyStage:
+    """A stage of the main thread, measured by the time it spends working.
+
+    Attributes:
+        stage: its name (``read``, ``parse``).
+        work: recent ``(wall seconds when recorded, items, busy seconds)``.
+    """
+
+    stage: str
+    work: deque[tuple[float, int, float]] = field(default_factory=deque)
+
+    def rate(self) -> float | None:
+        """Items per busy second over the recent work (None without any)."""
+        busy = sum(b for _t, _n, b in self.work)
+        return sum(n for _t, n, _b in self.work) / busy if busy > 0 else None
+
+    def busy_s(self) -> float:
+        """Busy seconds over the recent work."""
+        return sum(b for _t, _n, b in self.work)
+
+
 class ServiceMonitor:
     """A monitor thread per queue end, with an estimator each (see the module docstring).
 
@@ -113,6 +142,7 @@ class ServiceMonitor:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.stages: dict[str, StageState] = {}
+        self.busy_stages: dict[str, BusyStage] = {}
         self._watch: list[tuple[StageState, StageQueue[Any]]] = []
         for stage, qname, q, end in ends:
             st = StageState(stage, qname, end)
@@ -163,6 +193,22 @@ class ServiceMonitor:
                 self._write_state()
                 self._on_estimate(st)
 
+    def busy(self, stage: str, items: int, seconds: float) -> None:
+        """Record that main-thread stage ``stage`` handled ``items`` in ``seconds`` of work."""
+        now = self._clock()
+        with self._lock:
+            st = self.busy_stages.setdefault(stage, BusyStage(stage))
+            st.work.append((now, items, seconds))
+            while st.work and now - st.work[0][0] > THROUGHPUT_WINDOW_S:
+                st.work.popleft()
+
+    def limiting_part(self) -> str | None:
+        """Of the main thread's stages, the one that took most of its working time."""
+        with self._lock:
+            busy = {name: st.busy_s() for name, st in self.busy_stages.items()}
+        busy = {k: v for k, v in busy.items() if v > 0}
+        return max(busy, key=lambda k: busy[k]) if busy else None
+
     def bottleneck(self) -> str | None:
         """The stage that limits throughput now (module docstring); None while unknown."""
         with self._lock:
@@ -192,7 +238,21 @@ class ServiceMonitor:
                 }
                 for name, st in self.stages.items()
             }
-        return {"time": time.time(), "stages": stages, "bottleneck": bottleneck}
+            for name, bst in self.busy_stages.items():
+                rate = bst.rate()
+                measured = None if rate is None else {"rate_per_s": rate, "confidence": "exact"}
+                stages[name] = {
+                    "queue": None,
+                    "end": None,
+                    "estimate": measured,
+                    "estimates": 0,
+                    "throughput_per_s": None,
+                    "blocked_share": None,
+                    "utilisation": None,
+                    "busy_s": bst.busy_s(),
+                }
+        part = self.limiting_part() if bottleneck == "produce" else None
+        return {"time": time.time(), "stages": stages, "bottleneck": bottleneck, "within": part}
 
     def _write_state(self) -> None:
         if self.state_dir is None:

@@ -24,6 +24,8 @@ def service_rate_document(
         values: ``iolens.service_rate.*`` fields: ``queue``, ``end``, ``rate_per_s``,
             ``mean_per_s``, ``quantile_per_s``, ``converged``, ``usable_fraction``,
             ``confidence``, ``period_s``, ``samples``, ``throughput_per_s`` (items/s),
+            ``method`` (``online_estimate``, or ``busy_time`` for the main thread's stages,
+            with ``busy_s``),
             ``blocked_share``, ``utilisation``, ``bottleneck``.
         when_ms: when the estimate converged (epoch ms); with host and stage, its id.
     """

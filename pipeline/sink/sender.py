@@ -76,6 +76,8 @@ class AsyncSink:
         self.queue: StageQueue[Document] = StageQueue(settings.queue_docs, clock)
         self.target_bulk_s = target_bulk_s
         self.bulk_docs = settings.chunk_max_docs
+        self.put_wait_s = 0.0
+        """Seconds :meth:`add` spent waiting for room in the queue (the back-pressure)."""
         self._error: BaseException | None = None
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="iolens-sink", daemon=True)
@@ -96,7 +98,12 @@ class AsyncSink:
     def add(self, doc: Document) -> None:
         """Queue ``doc`` for the sender, waiting while the queue is full."""
         self._check()
+        if len(self.queue) < self.queue.capacity:
+            self.queue.put(doc)
+            return
+        start = time.perf_counter()
         self.queue.put(doc)
+        self.put_wait_s += time.perf_counter() - start
 
     def poll(self) -> None:
         """Hand the documents settled since the last call to ``on_ack`` (on this thread)."""

@@ -106,3 +106,9 @@ def test_a_slowed_sink_is_named_the_bottleneck_at_its_rate(
     assert state["stages"]["sink"]["estimate"]["rate_per_s"] == pytest.approx(
         sink[-1]["rate_per_s"]
     )
+    assert state["bottleneck"] == "sink"
+    # reading and parsing, inside the main thread, measured by their working time: each far
+    # faster than the sink it waited for
+    for part in ("read", "parse"):
+        measured = state["stages"][part]["estimate"]
+        assert measured["confidence"] == "exact" and measured["rate_per_s"] > 5 * throttle
