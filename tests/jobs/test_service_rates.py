@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,13 @@ from elasticsearch import Elasticsearch
 from pipeline.jobs.main_job import MainJob
 from pipeline.jobs.service_monitor import read_state
 from pipeline.settings import settings_from_mapping
+from pipeline.sink.embedded import EmbeddedServer, free_port
 from pipeline.sink.search import iter_hits, refresh
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "fio" / "samples" / "node01"
 
 pytestmark = pytest.mark.integration
-REPS = 35
+REPS = 45
 
 
 class Throttled:
@@ -47,11 +49,23 @@ class Throttled:
         return getattr(self._client, name)
 
 
-def test_a_slowed_sink_is_named_the_bottleneck_at_its_rate(
-    es_url: str, client: Elasticsearch, tmp_path: Path
-) -> None:
-    # a real fio histogram log repeated 35 times (time shifted): 2,765 lines, one document
-    # each, which at the throttle keeps the sink busy for about 14 s
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[str]:
+    """A server of this test's own: the session's, holding every other test's data, answers
+    with a latency that varies more than the throttle this test measures."""
+    server = EmbeddedServer(tmp_path / "db", free_port())
+    server.start(timeout_s=30.0)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def test_a_slowed_sink_is_named_the_bottleneck_at_its_rate(own_server: str, tmp_path: Path) -> None:
+    es_url = own_server
+    client = Elasticsearch(es_url)
+    # a real fio histogram log repeated 45 times (time shifted): 3,555 lines, one document
+    # each, which at the throttle keeps the sink busy for about 19 s
     lines = (SAMPLE / "randrw_clat_hist.1.log").read_text().splitlines()
     drop = tmp_path / "drop"
     drop.mkdir()
@@ -112,3 +126,4 @@ def test_a_slowed_sink_is_named_the_bottleneck_at_its_rate(
     for part in ("read", "parse"):
         measured = state["stages"][part]["estimate"]
         assert measured["confidence"] == "exact" and measured["rate_per_s"] > 5 * throttle
+    client.close()
