@@ -15,12 +15,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 sysdeps:
-	@if ! command -v fio >/dev/null 2>&1 || ! command -v sadf >/dev/null 2>&1 || ! command -v perf >/dev/null 2>&1; then \
+	@if ! command -v fio >/dev/null 2>&1 || ! command -v sadf >/dev/null 2>&1 || ! command -v perf >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages fio, sysstat and linux-perf"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio sysstat linux-perf >/dev/null; \
+	    echo "installing Debian packages fio, sysstat, linux-perf and chromium"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio sysstat linux-perf chromium >/dev/null; \
 	  else \
-	    echo "fio/sysstat/perf missing: install them (sudo apt-get install fio sysstat linux-perf)"; \
+	    echo "fio/sysstat/perf/chromium missing: install them (sudo apt-get install fio sysstat linux-perf chromium)"; \
 	  fi; \
 	fi
 

@@ -43,6 +43,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pipeline.cli.servicerate_cmd",
         "online service-rate estimates and how far to trust them",
     ),
+    "report": (
+        "pipeline.cli.report_cmd",
+        "the dashboards' views as one self-contained HTML file",
+    ),
 }
 
 

@@ -1,0 +1,84 @@
+"""``iolens report [--since T] [--until T] [--out report.html]``: the dashboards as one HTML file.
+
+The views of the Kibana dashboards (fio latency, LUN health, HPC I/O, requests, pipeline
+health) as interactive plots in one self-contained file (plotly.js inline), for places without
+Kibana; built from searches that the embedded development server answers too. ``--since`` and
+``--until`` take ISO 8601 times (a date, or date and time; UTC unless an offset is given) or a
+duration back from now (``90m``, ``6h``, ``7d``); the default is the last 7 days.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+
+from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.errors import ConfigError
+from pipeline.report.html import SECTIONS, build, figure_count, searcher
+
+_AGO = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        name,
+        help="the dashboards' views as one self-contained HTML file",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--since", default="7d", help="start: ISO time or a duration ago (7d)")
+    p.add_argument("--until", help="end: ISO time or a duration ago (default: now)")
+    p.add_argument("--out", type=Path, default=Path("report.html"), help="the HTML file")
+
+
+def when(text: str, now: datetime) -> datetime:
+    """An ISO 8601 time (UTC when it has no offset) or a duration before ``now``.
+
+    Raises:
+        ConfigError: neither.
+    """
+    m = _AGO.fullmatch(text.strip())
+    if m:
+        return now - timedelta(seconds=float(m[1]) * _UNITS[m[2]])
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(
+            f"{text!r} is neither an ISO 8601 time nor a duration such as 6h or 7d"
+        ) from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Query, render, write; prints what it left out."""
+    now = datetime.now(UTC)
+    since = when(args.since, now)
+    until = when(args.until, now) if args.until else now
+    if since >= until:
+        raise ConfigError(f"--since ({since:%Y-%m-%d %H:%M}) is not before --until")
+    settings = settings_from_args(args)
+    console = Console(stderr=True)
+    with Cluster(settings) as cluster:
+        fetch = searcher(cluster.client, settings.elasticsearch.namespace, since, until)
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("querying", total=len(SECTIONS))
+
+            def step(name: str) -> None:
+                progress.update(task, advance=1, description=f"querying {name}")
+
+            page, shown, empty = build(fetch, since, until, on_section=step)
+    args.out.write_text(page, encoding="utf-8")
+    console.print(
+        f"{args.out}: {figure_count(shown)} plots in {len(shown)} sections"
+        + (f"; no data for {', '.join(empty)}" if empty else ""),
+        soft_wrap=True,
+        highlight=False,
+    )
+    return 0
