@@ -1,5 +1,6 @@
 # iolens task runner. `make demo` and `make test` work on a fresh machine: they create .venv,
-# install iolens with what it needs, and (as root) Debian's fio and sysstat when missing.
+# install iolens with what it needs, and (as root) Debian's fio, sysstat, linux-perf and chromium
+# when missing.
 
 PYTHON ?= python3
 VENV   := .venv
