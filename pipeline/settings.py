@@ -336,6 +336,50 @@ class ServiceRateSettings(_Frozen):
     )
 
 
+class SlaSettings(_Frozen):
+    """A latency service level: ``percentile`` % of completions under ``under_s`` seconds."""
+
+    percentile: float = Field(gt=0, lt=100, description="The percentile, e.g. 95 or 99.9.")
+    under_s: float = Field(gt=0, description="Its limit in seconds.")
+
+
+class AlertSettings(_Frozen):
+    """Kibana alert rules created by ``iolens setup --kibana-url`` (reference/elastic.md 5.2)."""
+
+    sla: tuple[SlaSettings, ...] = Field(
+        (SlaSettings(percentile=95, under_s=1.0), SlaSettings(percentile=99, under_s=5.0)),
+        description="Latency service levels, one rule each on the cluster-wide merged "
+        "percentile of every interval (metrics-fio.latency); the percentile must be one of "
+        "fio.percentiles.",
+    )
+    window_m: int = Field(5, gt=0, description="Minutes of intervals an SLA rule looks at.")
+    interval: str = Field("1m", description="How often the rules run (Kibana interval syntax).")
+    persistence_threshold: float = Field(
+        10.0,
+        gt=0,
+        description="A LUN whose persistence accumulator reaches this fires the "
+        "persistent-anomaly rule (+1 per anomalous window, -1 per normal one).",
+    )
+    sink_utilisation: float = Field(
+        0.95,
+        gt=0,
+        description="The pipeline-health rule fires when the sink's utilisation stays above "
+        "this for 15 minutes.",
+    )
+    action: Literal["server-log", "index", "webhook"] = Field(
+        "server-log",
+        description="Where alerts go: Kibana's log or an index (iolens-alerts-<namespace>),"
+        " both on a Basic licence; webhook needs Gold.",
+    )
+    webhook_url: str | None = Field(None, description="The webhook's URL (action: webhook).")
+
+    @model_validator(mode="after")
+    def _webhook_has_url(self) -> AlertSettings:
+        if self.action == "webhook" and not self.webhook_url:
+            raise ValueError("action webhook needs webhook_url")
+        return self
+
+
 class JobsSettings(_Frozen):
     """Scheduled jobs."""
 
@@ -356,6 +400,7 @@ class Settings(_Frozen):
     requests: RequestsSettings = Field(default_factory=RequestsSettings)
     sink: SinkSettings = Field(default_factory=SinkSettings)
     service_rate: ServiceRateSettings = Field(default_factory=ServiceRateSettings)
+    alerts: AlertSettings = Field(default_factory=AlertSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 
 

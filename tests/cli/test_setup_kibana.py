@@ -1,0 +1,250 @@
+"""``iolens setup --kibana-url``: connectors and alert rules through Kibana's alerting API.
+
+No Kibana runs here, so a stand-in HTTP server answers as the documented API does
+(reference/elastic.md 5.2: ``kbn-xsrf`` required, ``POST /api/alerting/rule/<id>`` creates,
+``PUT`` updates and refuses ``rule_type_id``/``consumer``/``enabled``) and checks every rule
+body against the ``.index-threshold`` parameters; the fields the rules name are checked against
+``mappings/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.alerting import Kibana, KibanaError, rules, watches
+from pipeline.cli.main import main
+from pipeline.cli.setup_cmd import install_kibana
+from pipeline.settings import settings_from_mapping
+
+MAPPINGS = Path(__file__).resolve().parents[2] / "mappings"
+AGG_TYPES = {"count", "avg", "min", "max", "sum"}
+COMPARATORS = {">", ">=", "<", "<=", "between", "notBetween"}
+
+
+def index_threshold_problems(body: dict[str, Any], connectors: set[str]) -> list[str]:
+    """What is wrong with a create-rule body for ``.index-threshold`` (documented params)."""
+    bad = [
+        f"missing {k}"
+        for k in ("name", "rule_type_id", "consumer", "schedule", "params")
+        if k not in body
+    ]
+    p = body.get("params", {})
+    if body.get("rule_type_id") != ".index-threshold":
+        bad.append("rule type")
+    if not re.fullmatch(r"\d+[smhd]", body.get("schedule", {}).get("interval", "")):
+        bad.append("schedule.interval")
+    if not (isinstance(p.get("index"), list) and all(isinstance(i, str) for i in p["index"])):
+        bad.append("index")
+    if p.get("aggType") not in AGG_TYPES:
+        bad.append("aggType")
+    if p.get("aggType") != "count" and not p.get("aggField"):
+        bad.append("aggField")
+    if p.get("groupBy") not in ("all", "top"):
+        bad.append("groupBy")
+    if p.get("groupBy") == "top" and not (p.get("termField") and p.get("termSize", 0) > 0):
+        bad.append("termField/termSize")
+    if not (isinstance(p.get("timeWindowSize"), int) and p["timeWindowSize"] > 0):
+        bad.append("timeWindowSize")
+    if p.get("timeWindowUnit") not in ("s", "m", "h", "d"):
+        bad.append("timeWindowUnit")
+    if p.get("thresholdComparator") not in COMPARATORS:
+        bad.append("thresholdComparator")
+    t = p.get("threshold")
+    if not (
+        isinstance(t, list) and 1 <= len(t) <= 2 and all(isinstance(x, int | float) for x in t)
+    ):
+        bad.append("threshold")
+    for a in body.get("actions", []):
+        if a.get("group") != "threshold met" or a.get("id") not in connectors:
+            bad.append(f"action {a.get('group')} -> {a.get('id')}")
+    return bad
+
+
+class FakeKibana(BaseHTTPRequestHandler):
+    connectors: dict[str, dict[str, Any]]
+    rules: dict[str, dict[str, Any]]
+    imports: list[bytes]
+    log: list[str]
+
+    def _reply(self, status: int, body: Any = None) -> None:
+        data = json.dumps(body if body is not None else {}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+
+    def do_GET(self) -> None:
+        kind, _, ident = self.path.removeprefix("/api/").rpartition("/")
+        store = {"actions/connector": self.connectors, "alerting/rule": self.rules}.get(kind)
+        if store is None or ident not in store:
+            self._reply(404, {"statusCode": 404, "error": "Not Found"})
+        else:
+            self._reply(200, store[ident])
+
+    def _write(self, method: str) -> None:
+        self.log.append(f"{method} {self.path}")
+        raw = self._body()
+        if self.headers.get("kbn-xsrf") is None:
+            self._reply(400, {"message": "Request must contain a kbn-xsrf header."})
+            return
+        if self.path.startswith("/api/saved_objects/_import"):
+            self.imports.append(raw)
+            self._reply(200, {"success": True, "successCount": 0, "successResults": []})
+            return
+        body = json.loads(raw)
+        kind, _, ident = self.path.removeprefix("/api/").rpartition("/")
+        if kind == "actions/connector":
+            if method == "POST" and ident in self.connectors:
+                self._reply(409, {"message": "exists"})
+                return
+            self.connectors[ident] = {**self.connectors.get(ident, {}), **body, "id": ident}
+            self._reply(200, self.connectors[ident])
+        elif kind == "alerting/rule":
+            uuid.UUID(ident)  # Kibana takes only a UUID v1/v4 as a rule id
+            if method == "PUT":
+                refused = {"rule_type_id", "consumer", "enabled"} & body.keys()
+                if refused or ident not in self.rules:
+                    self._reply(400, {"message": f"cannot update {sorted(refused)}"})
+                    return
+                body = {**self.rules[ident], **body}
+            elif ident in self.rules:
+                self._reply(409, {"message": "exists"})
+                return
+            problems = index_threshold_problems(body, set(self.connectors))
+            if problems:
+                self._reply(400, {"message": "; ".join(problems)})
+                return
+            self.rules[ident] = {**body, "id": ident}
+            self._reply(200, self.rules[ident])
+        else:
+            self._reply(404)
+
+    def do_POST(self) -> None:
+        self._write("POST")
+
+    def do_PUT(self) -> None:
+        self._write("PUT")
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def kibana() -> Iterator[type[FakeKibana]]:
+    handler = type(
+        "Handler", (FakeKibana,), {"connectors": {}, "rules": {}, "imports": [], "log": []}
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    handler.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+    try:
+        yield handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_rules_are_created_once_then_updated(kibana: type[FakeKibana]) -> None:
+    settings = settings_from_mapping({"elasticsearch": {"namespace": "prod"}})
+    client = Kibana(kibana.url, username="elastic", password="x")  # type: ignore[attr-defined]
+    first = install_kibana(client, settings, "basic")
+    assert first == [
+        "created connector iolens alerts log (.server-log)",
+        "created rule iolens: fio 95 % of completions under 1 s",
+        "created rule iolens: fio 99 % of completions under 5 s",
+        "created rule iolens: a LUN persistently anomalous among its peers",
+        "created rule iolens: low-bandwidth HPC jobs",
+        "created rule iolens: the sink limits the pipeline",
+    ]
+    assert len(kibana.rules) == 5 and len(kibana.connectors) == 1
+    sla = next(r for r in kibana.rules.values() if "95 %" in r["name"])
+    assert sla["params"]["aggField"] == "fio.clat_ns.p95"
+    assert sla["params"]["threshold"] == [1_000_000_000]
+    assert sla["params"]["index"] == ["metrics-fio.latency-prod"]
+    again = install_kibana(client, settings, "basic")
+    assert again == [m.replace("created", "updated") for m in first]
+    assert len(kibana.rules) == 5  # updated in place: the same ids
+
+
+def test_setup_says_what_it_skipped(
+    kibana: type[FakeKibana], es_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "iolens.yaml"
+    config.write_text(
+        "elasticsearch: {namespace: kb}\n"
+        "alerts: {action: webhook, webhook_url: 'https://hooks.example/iolens'}\n"
+    )
+    base = ["--config", str(config), "--es-url", es_url, "setup"]
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    assert "skipped: 1 watch(es) (Watcher needs Gold or a trial; licence unknown)" in out
+    assert "skipped: data views, dashboards and alert rules (no --kibana-url)" in out
+    assert main([*base, "--kibana-url", kibana.url]) == 0  # type: ignore[attr-defined]
+    out = capsys.readouterr().out
+    # no licence for webhooks: the rules come without actions
+    assert "skipped: webhook connector (needs a Gold licence; this cluster: ?)" in out
+    assert "created rule iolens: low-bandwidth HPC jobs" in out
+    assert not kibana.connectors and all(not r["actions"] for r in kibana.rules.values())
+    assert all(line.startswith(("POST", "PUT")) for line in kibana.log)
+
+
+def test_a_refused_request_is_an_error(kibana: type[FakeKibana]) -> None:
+    settings = settings_from_mapping({})
+    client = Kibana(kibana.url)  # type: ignore[attr-defined]
+    client.headers.pop("kbn-xsrf")
+    with pytest.raises(KibanaError, match="kbn-xsrf"):
+        install_kibana(client, settings, "basic")
+    with pytest.raises(KibanaError, match="no answer"):
+        install_kibana(Kibana("http://127.0.0.1:9"), settings, "basic")
+
+
+def mapped_fields() -> dict[str, str]:
+    """Every field of ``mappings/`` with its type."""
+    out: dict[str, str] = {}
+
+    def walk(props: dict[str, Any], prefix: str) -> None:
+        for name, spec in props.items():
+            if "properties" in spec:
+                walk(spec["properties"], f"{prefix}{name}.")
+            elif "type" in spec:
+                out[f"{prefix}{name}"] = spec["type"]
+
+    for path in MAPPINGS.glob("component_template.*.json"):
+        mappings = json.loads(path.read_text())["template"].get("mappings", {})
+        walk(mappings.get("properties", {}), "")
+    return out
+
+
+def test_every_field_a_rule_or_watch_names_is_mapped_with_a_fitting_type() -> None:
+    fields = mapped_fields()
+    numeric = {"long", "double", "float", "integer", "scaled_float"}
+    for rule in rules(settings_from_mapping({})):
+        p = rule.body["params"]
+        if "aggField" in p:
+            assert fields[p["aggField"]] in numeric, p["aggField"]
+        if "termField" in p:
+            assert fields[p["termField"]] in {"keyword", "long", "boolean"}, p["termField"]
+        for name in re.findall(r"([\w.]+) :", p.get("filterKuery", "")):
+            assert name in fields, name
+        assert fields[p["timeField"]] == "date"
+    [(wid, watch)] = list(watches(settings_from_mapping({})))
+    assert wid == "iolens-fio_p95_sla-default"
+    assert watch["input"]["search"]["request"]["indices"] == ["metrics-fio.histogram-default"]
+    aggs = watch["input"]["search"]["request"]["body"]["aggs"]["hosts"]
+    assert fields[aggs["terms"]["field"]] == "keyword"
+    assert fields[aggs["aggs"]["clat"]["percentiles"]["field"]] == "histogram"
+    assert watch["actions"]["index"]["index"]["op_type"] == "create"  # a data stream
