@@ -55,7 +55,7 @@ from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext, FioSource
 from pipeline.sink.lease import Lease
-from pipeline.sink.rate_documents import service_rate_document
+from pipeline.sink.rate_documents import pipeline_document, service_rate_document
 from pipeline.sink.search import delete_by_query, iter_hits, refresh
 from pipeline.sink.sender import AsyncSink
 from pipeline.sink.state_store import JobState
@@ -129,6 +129,8 @@ class MainJob:
             target_bulk_s=settings.service_rate.target_bulk_s,
         )
         self._rate_docs: deque[Document] = deque()
+        letters = self.sink.deadletters.count()
+        self._letters_seen = letters["documents"] + letters["inputs"]
         self.monitor: ServiceMonitor | None = None
         if settings.service_rate.enabled:
             q = self.sink.queue
@@ -235,6 +237,28 @@ class MainJob:
             }
             doc = service_rate_document(self.ctx, self._hostname, name, values, now_ms, now_ms)
             self._rate_docs.append(doc)
+
+    def _health(self) -> None:
+        """A ``metrics-iolens.pipeline`` document: lag, queue, spool and dead letters (every
+        tick of :meth:`run_forever`)."""
+        acknowledged, lag_mean, lag_max = self.sink.take_lag()
+        letters = self.sink.deadletters.count()
+        total = letters["documents"] + letters["inputs"]
+        values: dict[str, Any] = {
+            "acknowledged": acknowledged,
+            "queued": len(self.sink.queue),
+            "spooled": self.sink.spool.pending(),
+            "dead_letters": total,
+            "dead_letters_new": max(0, total - self._letters_seen),
+            "files": len(self._read_keys),
+        }
+        self._letters_seen = total
+        if lag_mean is not None:
+            values |= {"lag_mean_s": lag_mean, "lag_max_s": lag_max}
+        if self.monitor is not None and (limit := self.monitor.bottleneck()) is not None:
+            values["bottleneck"] = limit
+        now_ms = self.clock() * 1000
+        self.sink.add(pipeline_document(self.ctx, self._hostname, values, now_ms))
 
     def _ship_rates(self) -> None:
         """Send the service-rate documents the monitor made (on this, the main, thread)."""
@@ -672,6 +696,7 @@ class MainJob:
                             self.pump(tail)
                     self._idle_events()
                     self._ship_rates()
+                    self._health()
                     self.summary.intervals += self.latency.run()
                     self.summary.peer_windows += self.peer.run()
                     next_tick = self.clock() + self.settings.jobs.tick_s

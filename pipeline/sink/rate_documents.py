@@ -34,3 +34,24 @@ def service_rate_document(
     source["iolens"] = {"service_rate": {"stage": stage, **values}}
     index = stream_name("metrics", RATE_DATASET, ctx.namespace)
     return Document(index, doc_id(RATE_DATASET, host, stage, round(when_ms)), source, ())
+
+
+PIPELINE_DATASET = "iolens.pipeline"
+
+
+def pipeline_document(
+    ctx: DocContext, host: str, values: dict[str, Any], when_ms: float
+) -> Document:
+    """A ``metrics-iolens.pipeline`` document: the pipeline's health on ``host`` at ``when_ms``.
+
+    Args:
+        values: ``iolens.pipeline.*``: ``acknowledged`` (documents since the previous one),
+            ``lag_mean_s`` / ``lag_max_s`` (from reading to acknowledgement), ``queued``,
+            ``spooled``, ``dead_letters`` and ``dead_letters_new`` (since the previous one),
+            ``files``, ``bottleneck`` (the stage that limits, when known).
+    """
+    source = ctx.base("metrics", PIPELINE_DATASET, when_ms, when_ms)
+    source["host"] = {"name": host}
+    source["iolens"] = {"pipeline": values}
+    index = stream_name("metrics", PIPELINE_DATASET, ctx.namespace)
+    return Document(index, doc_id(PIPELINE_DATASET, host, round(when_ms)), source, ())

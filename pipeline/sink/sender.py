@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 MIN_BULK_DOCS = 10
 """Smallest bulk request the rate-based sizing makes."""
 
+STALE_S = 3600.0
+"""A document not acknowledged this long after :meth:`AsyncSink.add` (spooled during an
+outage) is no longer followed for the lag."""
+
 
 class AsyncSink:
     """A :class:`BulkSink` fed by a sender thread through a bounded :class:`StageQueue`.
@@ -78,6 +82,8 @@ class AsyncSink:
         self.bulk_docs = settings.chunk_max_docs
         self.put_wait_s = 0.0
         """Seconds :meth:`add` spent waiting for room in the queue (the back-pressure)."""
+        self._added: dict[int, float] = {}
+        self._lag = (0, 0.0, 0.0)  # acknowledged, summed and largest lag (s) since take_lag
         self._error: BaseException | None = None
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="iolens-sink", daemon=True)
@@ -98,17 +104,38 @@ class AsyncSink:
     def add(self, doc: Document) -> None:
         """Queue ``doc`` for the sender, waiting while the queue is full."""
         self._check()
+        start = time.perf_counter()
+        self._added[id(doc)] = start
         if len(self.queue) < self.queue.capacity:
             self.queue.put(doc)
             return
-        start = time.perf_counter()
         self.queue.put(doc)
         self.put_wait_s += time.perf_counter() - start
 
     def poll(self) -> None:
         """Hand the documents settled since the last call to ``on_ack`` (on this thread)."""
         while self._acked:
-            self._on_ack(self._acked.popleft())
+            docs = self._acked.popleft()
+            now = time.perf_counter()
+            n, total, worst = self._lag
+            for d in docs:
+                added = self._added.pop(id(d), None)
+                if added is not None:
+                    lag = now - added
+                    n, total, worst = n + 1, total + lag, max(worst, lag)
+            self._lag = (n, total, worst)
+            self._on_ack(docs)
+
+    def take_lag(self) -> tuple[int, float | None, float | None]:
+        """Documents acknowledged since the last call, and their mean and largest lag from
+        :meth:`add` to acknowledgement (s; None without any); then zeroed."""
+        n, total, worst = self._lag
+        self._lag = (0, 0.0, 0.0)
+        # documents spooled for later (perhaps for another process) are no longer followed
+        cutoff = time.perf_counter() - STALE_S
+        for key in [k for k, t in self._added.items() if t < cutoff]:
+            del self._added[key]
+        return n, (total / n if n else None), (worst if n else None)
 
     def maybe_flush(self) -> bool:
         """Deliver acknowledgements; the sender flushes by itself. Returns whether any came."""

@@ -149,6 +149,18 @@ def test_live_run_drop_restart(es_url: str, tmp_path: Path) -> None:
         ):
             assert got[key] == pytest.approx(want, abs=0.0006), (end, d, key)
 
+    # the running pipeline wrote its health every tick: lag from reading to acknowledgement
+    health_index = f"metrics-iolens.pipeline-{ns}"
+    refresh(client, health_index)
+    health = [
+        h["_source"]["iolens"]["pipeline"]
+        for h in iter_hits(client, health_index, {"match_all": {}}, [{"@timestamp": "asc"}])
+    ]
+    assert health and all(h["dead_letters"] == h["dead_letters_new"] == 0 for h in health)
+    assert sum(h["acknowledged"] for h in health) > 0
+    lagged = [h for h in health if h["acknowledged"]]
+    assert lagged and all(0 <= h["lag_mean_s"] <= h["lag_max_s"] < 60 for h in lagged)
+
     # A restart reads nothing new and indexes no duplicate.
     again = subprocess.run([*cmd, "--once"], capture_output=True, text=True, env=env, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
