@@ -49,22 +49,6 @@ def test_the_container_config_is_valid() -> None:
     assert settings.drops[0].path == "/drops/fio"
 
 
-def test_kibana_saved_objects_have_the_import_shape() -> None:
-    """Kibana saved-object import format: type, id, attributes, migration versions."""
-    import json
-
-    kibana = COMPOSE.parent / "kibana"
-    objects = sorted(kibana.glob("*/*.json"))
-    assert objects
-    for path in objects:
-        obj = json.loads(path.read_text())
-        assert obj["id"] == path.stem
-        assert obj["type"] == path.parent.name
-        assert {"coreMigrationVersion", "typeMigrationVersion", "attributes"} <= obj.keys()
-        if obj["type"] == "index-pattern":
-            assert obj["attributes"]["timeFieldName"] == "@timestamp"
-
-
 def test_the_compose_file_follows_the_compose_specification() -> None:
     """Against the Compose Specification's JSON Schema (as check-jsonschema ships it)."""
     import json

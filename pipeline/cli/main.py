@@ -47,6 +47,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pipeline.cli.report_cmd",
         "the dashboards' views as one self-contained HTML file",
     ),
+    "kibana": (
+        "pipeline.cli.kibana_cmd",
+        "pack the Kibana saved objects into import NDJSON, or unpack an export",
+    ),
 }
 
 

@@ -1,0 +1,54 @@
+"""``iolens kibana build|unpack``: the git-kept Kibana saved objects to and from import NDJSON.
+
+``build --out objects.ndjson`` packs ``kibana/<type>/<id>.json`` into the file that
+``POST /api/saved_objects/_import?overwrite=true`` takes (header ``kbn-xsrf: true``, the file in
+the multipart part ``file``). ``unpack --from export.ndjson`` writes an import or export file
+back into the git layout, one pretty-printed file per object.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from pipeline.errors import ConfigError
+from pipeline.kibana import DEFAULT_DIR, build, from_ndjson, write_layout
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    """Register the subcommand."""
+    p = sub.add_parser(
+        name,
+        help="pack the Kibana saved objects into import NDJSON, or unpack an export",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=["build", "unpack"])
+    p.add_argument(
+        "--dir", type=Path, default=DEFAULT_DIR, help=f"the git layout (default: {DEFAULT_DIR})"
+    )
+    p.add_argument("--out", type=Path, help="build: the NDJSON file to write")
+    p.add_argument("--from", dest="source", type=Path, help="unpack: the NDJSON file to read")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``build`` writes ``--out``; ``unpack`` writes ``--dir``; both report the object count."""
+    console = Console(stderr=True)
+    if args.action == "build":
+        if args.out is None:
+            raise ConfigError("kibana build needs --out FILE (the NDJSON to import)")
+        text = build(args.dir)
+        args.out.write_text(text, encoding="utf-8")
+        console.print(f"{args.out}: {text.count(chr(10))} saved objects", highlight=False)
+        return 0
+    if args.source is None:
+        raise ConfigError("kibana unpack needs --from FILE (an import or export NDJSON)")
+    try:
+        text = args.source.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{args.source}: cannot read ({err.strerror})") from None
+    written = write_layout(from_ndjson(text), args.dir)
+    console.print(f"{args.dir}: wrote {len(written)} saved objects", highlight=False)
+    return 0
