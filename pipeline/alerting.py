@@ -13,7 +13,9 @@ namespace), so a second setup updates them rather than adding copies:
 * **low-bandwidth jobs** (seed 004): a job diagnosed as low-bandwidth
   (``logs-iolens.io_diagnosis`` with ``low_bandwidth: true``) in the last hour;
 * **pipeline health** (seed 003): the sink saturated, its utilisation over
-  ``alerts.sink_utilisation`` (``metrics-iolens.service_rate``).
+  ``alerts.sink_utilisation`` (``metrics-iolens.service_rate``); documents waiting longer than
+  ``alerts.max_lag_s`` from being read to being acknowledged, and new dead letters
+  (``metrics-iolens.pipeline``, written every tick of ``iolens run``).
 
 Actions go to a connector that works on a Basic licence: ``server-log`` (Kibana's log) or
 ``index`` (an alert document per firing into the plain index ``iolens-alerts-<namespace>``, not
@@ -218,6 +220,48 @@ def rules(settings: Settings) -> list[Rule]:
                 "timeWindowUnit": "m",
                 "thresholdComparator": ">",
                 "threshold": [alerts.sink_utilisation],
+            },
+        )
+    )
+    out.append(
+        _threshold_rule(
+            alerts,
+            cid,
+            _id("rule/lag", ns),
+            f"iolens: documents wait more than {alerts.max_lag_s:g} s to be indexed",
+            ["pipeline", "lag"],
+            {
+                "index": [f"metrics-iolens.pipeline-{ns}"],
+                "aggType": "max",
+                "aggField": "iolens.pipeline.lag_max_s",
+                "groupBy": "top",
+                "termField": "host.name",
+                "termSize": 50,
+                "timeWindowSize": 15,
+                "timeWindowUnit": "m",
+                "thresholdComparator": ">",
+                "threshold": [alerts.max_lag_s],
+            },
+        )
+    )
+    out.append(
+        _threshold_rule(
+            alerts,
+            cid,
+            _id("rule/dead-letters", ns),
+            "iolens: new dead letters",
+            ["pipeline", "dead-letters"],
+            {
+                "index": [f"metrics-iolens.pipeline-{ns}"],
+                "aggType": "sum",
+                "aggField": "iolens.pipeline.dead_letters_new",
+                "groupBy": "top",
+                "termField": "host.name",
+                "termSize": 50,
+                "timeWindowSize": 15,
+                "timeWindowUnit": "m",
+                "thresholdComparator": ">",
+                "threshold": [0],
             },
         )
     )

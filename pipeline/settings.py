@@ -366,6 +366,13 @@ class AlertSettings(_Frozen):
         description="The pipeline-health rule fires when the sink's utilisation stays above "
         "this for 15 minutes.",
     )
+    max_lag_s: float = Field(
+        300.0,
+        gt=0,
+        description="The pipeline-health rule also fires when a document waited longer than "
+        "this from being read to being acknowledged (metrics-iolens.pipeline), or when dead "
+        "letters were added.",
+    )
     action: Literal["server-log", "index", "webhook"] = Field(
         "server-log",
         description="Where alerts go: Kibana's log or an index (iolens-alerts-<namespace>),"

@@ -19,6 +19,7 @@ from elastic_transport import ApiError, TransportError
 
 from pipeline.alerting import WATCHER_LICENCES, Kibana, KibanaError, install_alerting, watches
 from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.kibana import build
 from pipeline.settings import Settings
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
@@ -94,14 +95,9 @@ def install_kibana(
     return out
 
 
-def _saved_objects() -> Callable[[], bytes] | None:
-    """The builder of ``kibana/``'s NDJSON, when this installation has one."""
-    try:
-        from pipeline import kibana as saved  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    build = getattr(saved, "build_ndjson", None)
-    return build if callable(build) else None
+def saved_objects() -> bytes:
+    """The NDJSON of ``kibana/``'s data views, Lens charts and dashboards."""
+    return build().encode()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         msgs = install_kibana(
-            kibana_for(settings, args.kibana_url), settings, licence, _saved_objects()
+            kibana_for(settings, args.kibana_url), settings, licence, saved_objects
         )
     except KibanaError as err:
         print(f"Kibana: {err}")

@@ -23,6 +23,7 @@ import pytest
 from pipeline.alerting import Kibana, KibanaError, rules, watches
 from pipeline.cli.main import main
 from pipeline.cli.setup_cmd import install_kibana
+from pipeline.kibana import load
 from pipeline.settings import settings_from_mapping
 
 MAPPINGS = Path(__file__).resolve().parents[2] / "mappings"
@@ -102,7 +103,15 @@ class FakeKibana(BaseHTTPRequestHandler):
             return
         if self.path.startswith("/api/saved_objects/_import"):
             self.imports.append(raw)
-            self._reply(200, {"success": True, "successCount": 0, "successResults": []})
+            # the NDJSON of the multipart part "file"; each object answered as imported
+            part = raw.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n--", 1)[0]
+            objs = [json.loads(line) for line in part.splitlines() if line.strip()]
+            results = [
+                {"type": o["type"], "id": o["id"], "meta": {"title": o["attributes"].get("title")}}
+                for o in objs
+            ]
+            ok = all("typeMigrationVersion" in o and "references" in o for o in objs)
+            self._reply(200, {"success": ok, "successCount": len(objs), "successResults": results})
             return
         body = json.loads(raw)
         kind, _, ident = self.path.removeprefix("/api/").rpartition("/")
@@ -169,15 +178,17 @@ def test_rules_are_created_once_then_updated(kibana: type[FakeKibana]) -> None:
         "created rule iolens: a LUN persistently anomalous among its peers",
         "created rule iolens: low-bandwidth HPC jobs",
         "created rule iolens: the sink limits the pipeline",
+        "created rule iolens: documents wait more than 300 s to be indexed",
+        "created rule iolens: new dead letters",
     ]
-    assert len(kibana.rules) == 5 and len(kibana.connectors) == 1
+    assert len(kibana.rules) == 7 and len(kibana.connectors) == 1
     sla = next(r for r in kibana.rules.values() if "95 %" in r["name"])
     assert sla["params"]["aggField"] == "fio.clat_ns.p95"
     assert sla["params"]["threshold"] == [1_000_000_000]
     assert sla["params"]["index"] == ["metrics-fio.latency-prod"]
     again = install_kibana(client, settings, "basic")
     assert again == [m.replace("created", "updated") for m in first]
-    assert len(kibana.rules) == 5  # updated in place: the same ids
+    assert len(kibana.rules) == 7  # updated in place: the same ids
 
 
 def test_setup_says_what_it_skipped(
@@ -200,6 +211,13 @@ def test_setup_says_what_it_skipped(
     assert "created rule iolens: low-bandwidth HPC jobs" in out
     assert not kibana.connectors and all(not r["actions"] for r in kibana.rules.values())
     assert all(line.startswith(("POST", "PUT")) for line in kibana.log)
+    # the saved objects went in first, in one import, and each is reported
+    assert kibana.log[0] == "POST /api/saved_objects/_import?overwrite=true"
+    [upload] = kibana.imports
+    objects = list(load())
+    assert upload.count(b'"typeMigrationVersion"') == len(objects)
+    for o in objects:
+        assert f"imported {o['type']} {o['attributes']['title']}" in out
 
 
 def test_a_refused_request_is_an_error(kibana: type[FakeKibana]) -> None:
