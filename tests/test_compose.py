@@ -22,9 +22,11 @@ def test_services_health_checks_and_order() -> None:
         "setup": {"condition": "service_completed_successfully"}
     }
     assert services["iolens-setup"]["depends_on"] == {
-        "elasticsearch": {"condition": "service_healthy"}
+        "elasticsearch": {"condition": "service_healthy"},
+        "kibana": {"condition": "service_healthy"},
     }
     assert services["iolens-setup"]["command"][-1] == "setup"
+    assert "IOLENS_KIBANA_URL=http://kibana:5601" in services["iolens-setup"]["environment"]
     assert services["iolens"]["depends_on"] == {
         "iolens-setup": {"condition": "service_completed_successfully"}
     }
