@@ -38,15 +38,41 @@ class ElasticsearchSettings(_Frozen):
     """How to reach the cluster."""
 
     url: str = Field("http://localhost:9200", description="Elasticsearch URL (IOLENS_ES_URL).")
-    api_key: str | None = Field(None, description="API key, base64 id:key (IOLENS_ES_API_KEY).")
+    api_key: str | None = Field(
+        None, repr=False, description="API key, base64 id:key (IOLENS_ES_API_KEY)."
+    )
     username: str | None = Field(None, description="Basic-auth user (IOLENS_ES_USERNAME).")
-    password: str | None = Field(None, description="Basic-auth password (IOLENS_ES_PASSWORD).")
+    password: str | None = Field(
+        None, repr=False, description="Basic-auth password (IOLENS_ES_PASSWORD)."
+    )
     ca_certs: str | None = Field(None, description="CA certificate file (IOLENS_ES_CA_CERTS).")
     verify_certs: bool = Field(True, description="Verify the server's TLS certificate.")
     request_timeout_s: float = Field(30.0, gt=0, description="Per-request timeout in seconds.")
     namespace: str = Field(
         "default", description="Data stream namespace: {type}-{dataset}-{namespace}."
     )
+    password_file: str | None = Field(
+        None,
+        description="File holding the password (IOLENS_ES_PASSWORD_FILE); it must not be "
+        "readable by group or others (chmod 600).",
+    )
+    api_key_file: str | None = Field(
+        None,
+        description="File holding the API key (IOLENS_ES_API_KEY_FILE); it must not be "
+        "readable by group or others.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_from_files(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        out = dict(data)
+        for key in ("password", "api_key"):
+            path = out.get(f"{key}_file")
+            if path and not out.get(key):
+                out[key] = read_secret(str(path))
+        return out
 
     @field_validator("namespace")
     @classmethod
@@ -417,7 +443,31 @@ _ENV = {
     "IOLENS_ES_USERNAME": "username",
     "IOLENS_ES_PASSWORD": "password",
     "IOLENS_ES_CA_CERTS": "ca_certs",
+    "IOLENS_ES_PASSWORD_FILE": "password_file",
+    "IOLENS_ES_API_KEY_FILE": "api_key_file",
 }
+
+
+def read_secret(path: str) -> str:
+    """The secret in ``path`` (surrounding white space dropped).
+
+    Raises:
+        ValueError: the file is missing, unreadable, empty, or readable by group or others
+            (the message names the file and its mode).
+    """
+    try:
+        st = os.stat(path)
+        if st.st_mode & 0o077:
+            raise ValueError(
+                f"{path} is readable by group or others (mode {st.st_mode & 0o777:04o}); "
+                "chmod 600 it"
+            )
+        secret = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as err:
+        raise ValueError(f"{path}: {err.strerror}") from None
+    if not secret:
+        raise ValueError(f"{path} is empty")
+    return secret
 
 
 def _describe(err: ValidationError, source: str) -> str:
