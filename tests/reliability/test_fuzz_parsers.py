@@ -1,0 +1,198 @@
+"""Bad input never crashes a parser (property-based): garbage, binary bytes, truncated and
+mutated real lines, wrong column counts and types all end as a :class:`ParseError` naming the
+file and line (or a record), never as another exception; good lines around bad ones still
+parse."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.errors import ConfigError
+from pipeline.parsers.darshan import parse_darshan_text
+from pipeline.parsers.errors import ParseError
+from pipeline.parsers.event_schema import event_schema
+from pipeline.parsers.events import parse_event_line, perf_sched_events
+from pipeline.parsers.fio_hist import detect_layout, parse_lines
+from pipeline.parsers.lmt import parse_lmt_csv
+from pipeline.parsers.slurm import parse_sacct
+from pipeline.parsers.sysstat import parse_sadf_csv, parse_sadf_json
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+FIO = (DATA / "fio" / "samples" / "node01" / "randrw_clat_hist.1.log").read_bytes().splitlines()
+SADF = (DATA / "sysstat" / "peer_clean_sadf_d.csv").read_bytes().splitlines()[:40]
+SACCT = (DATA / "slurm" / "sacct_4478544.txt").read_bytes().splitlines()
+LMT = (DATA / "lmt" / "snx11025_2018-01-28.csv").read_bytes().splitlines()[:40]
+PERF = (DATA / "events" / "perf_sched_2threads.txt").read_bytes().splitlines()[:40]
+
+pytestmark = pytest.mark.reliability
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def damaged(draw: st.DrawFn, lines: list[bytes]) -> list[bytes]:
+    """Real lines, some of them damaged: cut, with bytes flipped, fields dropped or doubled,
+    replaced by binary garbage, or emptied; and lines dropped or reordered."""
+    out = list(lines)
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(out) - 1))
+        line = out[i]
+        how = draw(st.sampled_from(["cut", "flip", "drop_field", "double", "garbage", "empty"]))
+        if how == "cut":
+            line = line[: draw(st.integers(0, max(0, len(line) - 1)))]
+        elif how == "flip" and line:
+            j = draw(st.integers(0, len(line) - 1))
+            line = line[:j] + bytes([draw(st.integers(0, 255))]) + line[j + 1 :]
+        elif how == "drop_field":
+            sep = b";" if b";" in line else (b"|" if b"|" in line else b",")
+            parts = line.split(sep)
+            del parts[draw(st.integers(0, len(parts) - 1))]
+            line = sep.join(parts)
+        elif how == "double":
+            line = line + line
+        elif how == "garbage":
+            line = draw(st.binary(min_size=1, max_size=300)).replace(b"\n", b"")
+        else:
+            line = b""
+        out[i] = line
+    if draw(st.booleans()):
+        i, j = draw(st.integers(0, len(out) - 1)), draw(st.integers(0, len(out) - 1))
+        out[i], out[j] = out[j], out[i]
+    return out
+
+
+def consume(parsed: Iterable[Any]) -> tuple[int, list[ParseError]]:
+    good, bad = 0, []
+    for rec in parsed:
+        if isinstance(rec, ParseError):
+            bad.append(rec)
+        else:
+            good += 1
+    return good, bad
+
+
+def named(errors: list[ParseError], path: str, lines: int) -> None:
+    for err in errors:
+        assert err.path == path and 1 <= err.line_no <= lines, err
+        assert err.reason
+
+
+@FUZZ
+@given(damaged(FIO))
+def test_fio_histogram_lines(lines: list[bytes]) -> None:
+    layout = detect_layout(FIO[0], "f.log")
+    good, bad = consume(parse_lines(lines, layout, "f.log", 1))
+    assert good + len(bad) == len(lines)
+    named(bad, "f.log", len(lines))
+
+
+@FUZZ
+@given(damaged(SADF))
+def test_sadf_csv(lines: list[bytes]) -> None:
+    _good, bad = consume(parse_sadf_csv(lines, "d.csv"))
+    named(bad, "d.csv", len(lines))
+
+
+@FUZZ
+@given(st.binary(max_size=2000) | damaged(SADF).map(b"\n".join))
+def test_sadf_json(data: bytes) -> None:
+    _good, bad = consume(parse_sadf_json(data, "d.json"))
+    assert all(e.path == "d.json" and e.reason for e in bad)
+
+
+@FUZZ
+@given(damaged(SACCT))
+def test_sacct(lines: list[bytes]) -> None:
+    _good, bad = consume(parse_sacct(lines, "s.txt", tz=UTC))
+    named(bad, "s.txt", len(lines))
+
+
+@FUZZ
+@given(damaged(LMT))
+def test_lmt_csv(lines: list[bytes]) -> None:
+    _good, bad = consume(parse_lmt_csv(lines, "l.csv"))
+    named(bad, "l.csv", len(lines))
+
+
+EVENT = b'{"ts":1783505753848,"ev":"ReqStart","pid":9104,"tid":9148,"conn":"c1"}'
+
+
+@FUZZ
+@given(damaged([EVENT] * 3) | st.lists(st.binary(max_size=200), min_size=1, max_size=5))
+def test_event_lines(lines: list[bytes]) -> None:
+    for n, line in enumerate(lines, start=1):
+        try:
+            e = parse_event_line(line, "e.jsonl", n)
+        except ParseError as err:
+            assert (err.path, err.line_no) == ("e.jsonl", n) and err.reason
+        else:
+            assert isinstance(e.ts_ns, int) and e.ts_ns >= 0 and isinstance(e.ev, str)
+
+
+@FUZZ
+@given(damaged(PERF))
+def test_perf_script(lines: list[bytes]) -> None:
+    try:
+        for e in perf_sched_events(lines, "p.txt"):
+            assert e.ev in ("CSwitch", "Wakeup")
+    except ParseError as err:
+        assert err.path == "p.txt" and 1 <= err.line_no <= len(lines)
+
+
+DARSHAN_TEXT = [
+    b"# darshan log version: 3.41",
+    b"# exe: /bin/ior",
+    b"# uid: 1000",
+    b"# jobid: 42",
+    b"# start_time: 1700000000",
+    b"# end_time: 1700000100",
+    b"# nprocs: 4",
+    b"# run time: 100.0",
+    b"POSIX\t0\t123\tPOSIX_OPENS\t2\t/scratch/f\t/scratch\tlustre",
+    b"POSIX\t0\t123\tPOSIX_BYTES_READ\t4096\t/scratch/f\t/scratch\tlustre",
+]
+
+
+@FUZZ
+@given(damaged(DARSHAN_TEXT))
+def test_darshan_text(lines: list[bytes]) -> None:
+    try:
+        parse_darshan_text(lines, "j.txt")
+    except ParseError as err:
+        assert err.path == "j.txt" and err.reason
+
+
+@FUZZ
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+        max_leaves=12,
+    )
+)
+def test_event_schemas(data: Any) -> None:
+    doc = {"events": data} if not isinstance(data, dict) else data
+    try:
+        event_schema(doc, "s.yaml")
+    except ConfigError as err:
+        assert "s.yaml" in str(err)
+
+
+def test_good_lines_around_bad_ones_still_parse() -> None:
+    layout = detect_layout(FIO[0], "f.log")
+    lines = [FIO[0], b"\x00\xff garbage", FIO[1][: len(FIO[1]) // 2], FIO[2], b"", FIO[3]]
+    out = list(parse_lines(lines, layout, "f.log", 1))
+    assert [isinstance(r, ParseError) for r in out] == [False, True, True, False, True, False]
+    assert [r.line_no for r in out if isinstance(r, ParseError)] == [2, 3, 5]
+    want = list(parse_lines([FIO[0], FIO[2], FIO[3]], layout, "f.log", 1))
+
+    def key(r: Any) -> tuple[Any, ...]:
+        return (r.time_ms, r.ddir, r.bs, r.bin_idx.tolist(), r.counts.tolist())
+
+    assert [key(r) for r in (out[0], out[3], out[5])] == [key(r) for r in want]
