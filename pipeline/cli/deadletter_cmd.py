@@ -1,22 +1,38 @@
-"""``iolens deadletter list|replay``: look at and re-send what was dead-lettered."""
+"""``iolens deadletter list|show ID|replay`` (alias ``iolens dlq``): look at and re-send what was
+dead-lettered.
+
+``list`` numbers the rejected documents ``d1, d2...`` and the rejected input lines ``i1, i2...``;
+``show ID`` prints one of them whole (an input line's bytes as they were read, a document's
+source); ``replay`` re-sends the rejected documents.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.errors import ConfigError
 from pipeline.sink.bulk import BulkSink
-from pipeline.sink.deadletter import DeadLetters
+from pipeline.sink.deadletter import DeadDocument, DeadInput, DeadLetters
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     """Register the subcommand."""
-    p = sub.add_parser(name, help="list or replay dead letters", description=__doc__)
-    p.add_argument("action", choices=["list", "replay"])
+    p = sub.add_parser(
+        name,
+        help="list, show or replay dead letters",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=["list", "show", "replay"])
+    p.add_argument("ID", nargs="?", help="show: an entry as list numbers it (d1, i3...)")
     p.add_argument("--state-dir", help="state directory (default: config)")
 
 
@@ -28,21 +44,56 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     if args.action == "list":
         docs = Table(title="rejected documents")
-        for col in ("time", "data stream", "status", "error"):
+        for col in ("id", "time", "data stream", "status", "error"):
             docs.add_column(col)
-        for d in dead.iter_documents():
-            docs.add_row(d.timestamp, d.doc.index, str(d.status), f"{d.error_type}: {d.reason}")
+        for n, d in enumerate(dead.iter_documents(), start=1):
+            docs.add_row(
+                f"d{n}", d.timestamp, d.doc.index, str(d.status), f"{d.error_type}: {d.reason}"
+            )
         console.print(docs)
         inputs = Table(title="rejected input")
-        for col in ("time", "file:line", "reason"):
+        for col in ("id", "time", "file:line", "reason"):
             inputs.add_column(col, overflow="fold")
-        for i in dead.iter_inputs():
-            inputs.add_row(i.timestamp, f"{i.path}:{i.line_no}", i.reason)
+        for n, i in enumerate(dead.iter_inputs(), start=1):
+            inputs.add_row(f"i{n}", i.timestamp, f"{i.path}:{i.line_no}", i.reason)
         console.print(inputs)
         return 0
+    if args.action == "show":
+        return _show(dead, args.ID)
     with Cluster(settings) as cluster:
         sink = BulkSink(cluster.client, settings.sink, state)
         n = dead.replay(sink)
         sink.close()
     console.print(f"replayed {n} documents")
+    return 0
+
+
+def _show(dead: DeadLetters, ident: str | None) -> int:
+    """Print one entry whole.
+
+    Raises:
+        ConfigError: no ID, or no such entry.
+    """
+    if not ident or ident[0] not in "di" or not ident[1:].isdigit():
+        raise ConfigError(f"show needs an ID as list prints it (d1, i1...), not {ident!r}")
+    n = int(ident[1:])
+    entries: Iterator[DeadDocument | DeadInput] = (
+        dead.iter_documents() if ident[0] == "d" else dead.iter_inputs()
+    )
+    entry = next((e for k, e in enumerate(entries, start=1) if k == n), None)
+    if entry is None:
+        raise ConfigError(f"no dead letter {ident}")
+    out = sys.stdout
+    if isinstance(entry, DeadInput):
+        out.write(
+            f"{entry.path}:{entry.line_no}\nstage: {entry.stage}\ntime: {entry.timestamp}\n"
+            f"reason: {entry.reason}\nline ({len(entry.raw_bytes)} bytes):\n"
+        )
+        out.write(entry.raw_bytes.decode("utf-8", "backslashreplace") + "\n")
+    else:
+        out.write(
+            f"{entry.doc.index} {entry.doc.doc_id}\nstatus: {entry.status}\n"
+            f"time: {entry.timestamp}\nerror: {entry.error_type}: {entry.reason}\n"
+        )
+        out.write(json.dumps(entry.doc.source, indent=2, default=str) + "\n")
     return 0

@@ -51,7 +51,13 @@ def test_setup_ingest_status_deadletter(
 
     assert main([*base, "deadletter", "list"]) == 0
     out = capsys.readouterr().out
-    assert "randrw_clat_hist.1.log:80" in out
+    assert "randrw_clat_hist.1.log:80" in out and "i1" in out
+    assert main([*base, "dlq", "show", "i1"]) == 0  # the alias, and one entry whole
+    out = capsys.readouterr().out
+    assert out.startswith(f"{bad}:80\nstage: parse\n")
+    assert out.endswith("line (15 bytes):\n123, 0, 4096, 7\n")
+    assert main([*base, "dlq", "show", "i2"]) == 2
+    assert "no dead letter i2" in capsys.readouterr().err
 
 
 def test_config_errors_exit_2_and_name_the_key(
