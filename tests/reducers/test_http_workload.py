@@ -14,7 +14,13 @@ import yaml
 
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.reducers.canonical import canonical
-from pipeline.reducers.request_cluster import cluster_all, purity, total_resources
+from pipeline.reducers.request_cluster import (
+    Assignment,
+    Clusterer,
+    cluster_all,
+    purity,
+    total_resources,
+)
 from pipeline.reducers.request_join import Request, RequestParser, extract, merge_streams, reorder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +46,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
         # the same load on one CPU: every thread of the server waits for the others
         "one_cpu": serve(tmp_path_factory.mktemp("one_cpu"), 6, 30, 3, cpu=0),
     }
+
+
+def six_types_six_clusters(
+    model: Clusterer, final: list[Assignment], outliers: list[bool], kinds: list[str]
+) -> None:
+    """Six clusters hold the six types; a request a busy machine slowed far from its type
+    (more than the threshold, 2 ms of CPU) may make a cluster of its own, flagged an outlier."""
+    big = [cl for cl in model.clusters if cl.size > 1]
+    assert len(big) == 6, [(cl.size, cl.representative.text()) for cl in model.clusters]
+    lone = {cl.id for cl in model.clusters if cl.size == 1}
+    assert all(o for a, o in zip(final, outliers, strict=True) if a.cluster in lone)
+    assert sum(cl.size for cl in big) >= 0.98 * len(kinds)
+    assert purity(final, kinds) >= 0.98
 
 
 def truth(r: Request) -> tuple[str, str]:
@@ -86,8 +105,7 @@ def test_canonical_forms_and_six_pure_clusters(runs: dict[str, Run], schema: Eve
     assert all(15 <= p <= 15 * 1.15 + 0.5 for p in paths["E"])
     assert all(29.75 <= p <= 29.75 * 1.15 + 0.5 for p in paths["F"])  # F's spins in sequence
     model, final, outliers = cluster_all(forms)
-    assert len(model.clusters) == 6
-    assert purity(final, kinds) >= 0.98
+    six_types_six_clusters(model, final, outliers, kinds)
     measured = total_resources(forms)
     errors = model.model_error(measured)
     assert all(e is not None and e < 0.05 for e in errors.values()), errors
@@ -130,9 +148,8 @@ def test_on_one_cpu_the_canonical_form_drops_the_wait(
         assert 15 <= c.critical_path_ns / MS <= 15 * 1.15 + 0.5
     forms = [canonical(r, schema) for r in got + requests(runs["concurrent"], schema)]
     kinds = [truth(r)[0] for r in got + requests(runs["concurrent"], schema)]
-    model, final, _outliers = cluster_all(forms)
-    assert len(model.clusters) == 6
-    assert purity(final, kinds) >= 0.98
+    model, final, outliers = cluster_all(forms)
+    six_types_six_clusters(model, final, outliers, kinds)
 
 
 def test_cpu_from_real_context_switches(
