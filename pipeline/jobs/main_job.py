@@ -158,6 +158,7 @@ class MainJob:
         self._drops: dict[str, DropSettings] = {}
         self._by_path: dict[str, str] = {}
         self._unidentified: dict[str, DropSettings] = {}
+        self._refused: set[str] = set()
         self._anchors: dict[str, list[int]] = {}
         self._hostname = socket.gethostname()
         self.summary = RunSummary()
@@ -310,6 +311,8 @@ class MainJob:
         if path.name.startswith("."):
             return None
         drop = drop or DropSettings(type="fio-hist", path=str(path.parent))
+        if not self._inside(path, drop):
+            return None
         try:
             key = self._identify(p, whole_file=drop.type in WHOLE_FILE_TYPES)
         except FileNotFoundError:
@@ -401,6 +404,22 @@ class MainJob:
         fio_tail = FioTail(key, p, src, self.settings.fio, anchor + offset_ms)
         fio_tail.resume(state.offset, state.line_no, state.cursor)
         return self._track(fio_tail, drop)
+
+    def _inside(self, path: Path, drop: DropSettings) -> bool:
+        """Whether ``path`` really lies in its drop directory: a symbolic link (or a linked
+        directory) that leads elsewhere is refused, once, with a warning, so a drop directory
+        cannot be used to read files it does not hold."""
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return True  # gone, or a loop: identification reports it
+        root = Path(drop.path).resolve()
+        if real == root or root in real.parents:
+            return True
+        if str(path) not in self._refused:
+            self._refused.add(str(path))
+            log.warning("%s leads to %s, outside the drop directory %s: not read", path, real, root)
+        return False
 
     def _model_for(self, drop: DropSettings) -> tuple[EventSchema, WorkloadModel]:
         """The schema and workload model of an events drop (loaded once per drop).
