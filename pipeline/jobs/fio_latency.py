@@ -43,6 +43,10 @@ from pipeline.sink.search import ClusterUnavailable
 
 log = logging.getLogger(__name__)
 
+SUPERSEDE_BATCH = 50
+"""Intervals whose superseded revisions one delete-by-query removes (bounded, to keep the
+query's clauses well below Elasticsearch's limit)."""
+
 JOB_KEY = "job:fio.latency"
 """``LineRef.file_key`` of the job's documents, so acknowledgements find their way back."""
 
@@ -145,7 +149,9 @@ class FioLatencyJob:
         return n
 
     def acknowledged(self, refs: Iterable[LineRef]) -> None:
-        """Clear an interval once all of its documents are acknowledged."""
+        """Clear the intervals whose documents are now all acknowledged (after deleting the
+        revisions they supersede, for all of them at once)."""
+        done: list[tuple[tuple[int, int], float, list[Document]]] = []
         for ref in refs:
             item = (ref.line_no, ref.end_offset)
             if item not in self._pending:
@@ -155,25 +161,38 @@ class FioLatencyJob:
                 self._pending[item] = (left - 1, began, docs)
                 continue
             del self._pending[item]
+            done.append((item, began, docs))
+        for n in range(0, len(done), SUPERSEDE_BATCH):
+            batch = done[n : n + SUPERSEDE_BATCH]
             try:
-                self._supersede(item, docs)
+                self._supersede(batch)
             except ClusterUnavailable as err:
-                log.warning("interval %s stays due: %s", item[1], err)
+                log.warning("%s intervals stay due: %s", len(batch), err)
                 continue
-            self.dirty.clear(item, began)
+            for item, began, _docs in batch:
+                self.dirty.clear(item, began)
 
-    def _supersede(self, item: tuple[int, int], docs: list[Document]) -> None:
-        """Delete earlier revisions of an interval's documents: per scope, host, job and ddir,
-        those that merged fewer records. A revision with more records (say, computed by
-        another instance that saw more) is never deleted, so the most complete one survives."""
-        interval_ms, start = item
+    def _supersede(self, batch: Sequence[tuple[tuple[int, int], float, list[Document]]]) -> None:
+        """Delete earlier revisions of the intervals' documents: per interval, scope, host, job
+        and ddir, those that merged fewer records (one refresh and one delete-by-query for the
+        batch). A revision with more records (say, computed by another instance that saw
+        more) is never deleted, so the most complete one survives."""
         index = stream_name("metrics", LATENCY_DATASET, self.ctx.namespace)
         self.refresh(index)
-        removed = self.delete(index, superseded_query(interval_ms, start, self.fio.method, docs))
+        queries = [
+            superseded_query(interval_ms, start, self.fio.method, docs)
+            for (interval_ms, start), _began, docs in batch
+        ]
+        query = (
+            queries[0]
+            if len(queries) == 1
+            else {"bool": {"should": queries, "minimum_should_match": 1}}
+        )
+        removed = self.delete(index, query)
         if removed:
             log.info(
-                "interval %s: replaced %s documents merged before more records arrived",
-                start,
+                "%s intervals: replaced %s documents merged before more records arrived",
+                len(batch),
                 removed,
             )
 

@@ -36,7 +36,7 @@ from pipeline.jobs.peer_job import PeerJob, load_thresholds
 from pipeline.jobs.service_monitor import ServiceMonitor, StageState
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.event_schema import EventSchema, load_event_schema
-from pipeline.records import Document
+from pipeline.records import Document, LineRef
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import Thresholds
 from pipeline.settings import ConfigError, DropSettings, Settings
@@ -598,13 +598,14 @@ class MainJob:
     def _on_ack(self, docs: Sequence[Document]) -> None:
         keys: set[str] = set()
         intervals: set[tuple[int, int]] = set()
+        job_refs: list[LineRef] = []
         for doc in docs:
             if doc.index.startswith("metrics-fio.histogram-"):
                 iv = doc.source["fio"]["interval"]
                 intervals.add((int(iv["ms"]), int(iv["start_ms"])))
             for ref in doc.refs:
                 if ref.file_key == JOB_KEY:
-                    self.latency.acknowledged([ref])
+                    job_refs.append(ref)
                 else:
                     try:
                         self.acks.ack(ref.file_key, ref.end_offset)
@@ -614,6 +615,8 @@ class MainJob:
                         log.debug("ack for %s:%s not tracked here", ref.path, ref.line_no)
                         continue
                     keys.add(ref.file_key)
+        if job_refs:
+            self.latency.acknowledged(job_refs)
         self.dirty.touch(intervals)
         for key in keys:
             self._commit(key)
