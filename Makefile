@@ -48,6 +48,7 @@ bench: $(STAMP) sysdeps
 	$(BIN)/python bench/darshan_ingest.py
 	$(BIN)/python bench/requests.py
 	$(BIN)/python bench/service_rate.py
+	$(BIN)/python bench/soak.py
 
 clean: stop
 	rm -rf var
