@@ -159,6 +159,7 @@ class MainJob:
         self._by_path: dict[str, str] = {}
         self._unidentified: dict[str, DropSettings] = {}
         self._refused: set[str] = set()
+        self._stopping = threading.Event()
         self._anchors: dict[str, list[int]] = {}
         self._hostname = socket.gethostname()
         self.summary = RunSummary()
@@ -486,12 +487,13 @@ class MainJob:
         """Read and ship every complete line now in the file; returns lines read.
 
         A file that is not a line log (no line end within 1 MiB, damaged gzip data) is
-        quarantined whole; a ``.gz`` still being written is tried again later.
+        quarantined whole; a ``.gz`` still being written is tried again later. Reading stops
+        between chunks once :meth:`run_forever` is asked to stop (the rest is read next time).
         """
         n = 0
         if not self._still_there(tail):
             return n
-        while True:
+        while not self._stopping.is_set():
             started = time.perf_counter()
             try:
                 chunk = tail.read(self.settings.shipper.read_chunk_bytes)
@@ -529,6 +531,7 @@ class MainJob:
             if tail.compressed:
                 tail.exhausted = True
                 return n
+        return n
 
     def _ship(self, tail: Tail, chunk: TailChunk) -> None:
         now_ms = self.clock() * 1000
@@ -692,7 +695,9 @@ class MainJob:
         return self.finish()
 
     def run_forever(self, stop: threading.Event) -> RunSummary:
-        """Watch the drop directories until ``stop`` is set."""
+        """Watch the drop directories until ``stop`` is set (reading stops at the next chunk;
+        what was read is delivered before it returns)."""
+        self._stopping = stop
         drops = {str(Path(d.path)): d for d in self.settings.drops}
         watchers = [self._watcher(d) for d in self.settings.drops]
         for w in watchers:
