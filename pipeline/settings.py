@@ -325,6 +325,12 @@ class SinkSettings(_Frozen):
     max_retries: int = Field(8, ge=0, description="Retries of 429/5xx items before spooling.")
     backoff_initial_s: float = Field(0.5, gt=0, description="First retry delay.")
     backoff_max_s: float = Field(30.0, gt=0, description="Cap of the retry delay.")
+    spool_max_bytes: int = Field(
+        1 << 30,
+        gt=0,
+        description="Most bytes of undelivered documents kept in the on-disk spool while "
+        "Elasticsearch is away; when it is full, reading waits (nothing is dropped).",
+    )
     queue_docs: int = Field(
         10000,
         gt=0,

@@ -16,6 +16,8 @@ from pipeline.report.summary import report_run
 from pipeline.settings import DEFAULT_PATTERNS, ConfigError, DropSettings, Settings
 
 DROP_TYPES = tuple(DEFAULT_PATTERNS)
+EX_TEMPFAIL = 75
+"""Exit status (sysexits.h) of a run that left documents for the next run (spool full)."""
 
 log = logging.getLogger("iolens")
 
@@ -76,7 +78,8 @@ def apply_overrides(
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run until interrupted (or once with ``--once``); returns 0 on a clean finish."""
+    """Run until interrupted (or once with ``--once``); returns 0 on a clean finish and
+    ``EX_TEMPFAIL`` (75) when documents were left for the next run because the spool was full."""
     settings = apply_overrides(settings_from_args(args), args.drop, args.state_dir, args.schema)
     if not settings.drops:
         raise ConfigError(
@@ -95,4 +98,4 @@ def run(args: argparse.Namespace) -> int:
         report_run(cluster.client, settings.elasticsearch.namespace, summary, Console())
         if cluster.server is not None and args.keep_server:
             print(f"the embedded server keeps running at {cluster.url} (stop it with: make stop)")
-    return 0
+    return EX_TEMPFAIL if summary.unsent else 0

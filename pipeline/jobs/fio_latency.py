@@ -105,7 +105,7 @@ class FioLatencyJob:
     """
 
     search: Search
-    emit: Callable[[Document], None]
+    emit: Callable[[Document], object]
     dirty: DirtyIntervals
     fio: FioSettings
     ctx: DocContext

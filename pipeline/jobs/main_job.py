@@ -87,6 +87,9 @@ class RunSummary:
     docs: dict[str, dict[str, int]] = field(default_factory=dict)
     dead_letters: dict[str, int] = field(default_factory=dict)
     spooled: int = 0
+    unsent: int = 0
+    """Documents let go unacknowledged because the spool was full; their lines are read
+    again on the next run."""
 
 
 class MainJob:
@@ -160,6 +163,7 @@ class MainJob:
         self._unidentified: dict[str, DropSettings] = {}
         self._refused: set[str] = set()
         self._stopping = threading.Event()
+        self.sink.stop = self._stopping
         self._anchors: dict[str, list[int]] = {}
         self._hostname = socket.gethostname()
         self.summary = RunSummary()
@@ -250,6 +254,8 @@ class MainJob:
             "acknowledged": acknowledged,
             "queued": len(self.sink.queue),
             "spooled": self.sink.spool.pending(),
+            "spool_bytes": self.sink.spool.size(),
+            "spool_full": self.sink.sink.full(),
             "dead_letters": total,
             "dead_letters_new": max(0, total - self._letters_seen),
             "files": len(self._read_keys),
@@ -493,7 +499,7 @@ class MainJob:
         n = 0
         if not self._still_there(tail):
             return n
-        while not self._stopping.is_set():
+        while not self._stopping.is_set() and not self.sink.refusing():
             started = time.perf_counter()
             try:
                 chunk = tail.read(self.settings.shipper.read_chunk_bytes)
@@ -688,16 +694,25 @@ class MainJob:
     def run_once(self, extra: Sequence[tuple[Path, DropSettings | None]] = ()) -> RunSummary:
         """Process what is in the drop directories (and ``extra``), flush and return.
 
-        Whole-file inputs are read as they are (no wait for them to be stable).
+        Whole-file inputs are read as they are (no wait for them to be stable). When the spool
+        fills up (cluster away), reading stops and what found no room is let go unacknowledged
+        (``RunSummary.unsent``), to be read again on the next run.
         """
         self.once = True
+        self.sink.wait_when_full = False
         self.ingest([*self._drop_files(), *extra])
         return self.finish()
 
     def run_forever(self, stop: threading.Event) -> RunSummary:
         """Watch the drop directories until ``stop`` is set (reading stops at the next chunk;
-        what was read is delivered before it returns)."""
+        what was read is delivered before it returns).
+
+        While the spool is full (cluster away), reading waits until the cluster takes
+        documents again; a stop then lets what found no room go unacknowledged
+        (``RunSummary.unsent``), to be read again on the next run.
+        """
         self._stopping = stop
+        self.sink.stop = stop
         drops = {str(Path(d.path)): d for d in self.settings.drops}
         watchers = [self._watcher(d) for d in self.settings.drops]
         for w in watchers:
@@ -765,6 +780,7 @@ class MainJob:
         }
         s.dead_letters = dict(self.sink.deadletters.count())
         s.spooled = self.sink.spool.pending()
+        s.unsent = self.sink.unsent + sum(st.unsent for st in self.sink.stats().values())
         return s
 
     def __enter__(self) -> MainJob:
@@ -781,6 +797,7 @@ class MainJob:
             self.monitor.stop()
         self._ship_rates()
         self.sink.close()
+        self.snapshot()  # the documents close() let go (spool full) count as unsent
         self.darshan_pool.close()
         self._lease.release()
         self.registry.close()

@@ -75,7 +75,7 @@ class PeerJob:
     """
 
     hits: Hits
-    emit: Callable[[Document], None]
+    emit: Callable[[Document], object]
     settle: Callable[[], bool]
     peer: PeerSettings
     thresholds: Thresholds | None

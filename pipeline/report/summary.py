@@ -37,6 +37,11 @@ def print_summary(
     console.print(docs)
     if summary.spooled:
         console.print(f"{summary.spooled} documents are spooled until the cluster answers")
+    if summary.unsent:
+        console.print(
+            f"{summary.unsent} documents were neither delivered nor spooled (the spool is full, "
+            "sink.spool_max_bytes): their lines are read again on the next run"
+        )
     if any(summary.dead_letters.values()):
         console.print(
             "dead letters: " + ", ".join(f"{k} {v}" for k, v in summary.dead_letters.items())

@@ -16,6 +16,12 @@ once, without sleeping; the spool is drained by :meth:`BulkSink.flush` and, at m
 backoff delay, by :meth:`BulkSink.maybe_flush`. A spooled document is acknowledged only when it
 is finally delivered, so the registry never advances past it (DESIGN.md, data flow step 5).
 
+When the spool is full (``sink.spool_max_bytes``), undeliverable documents are *held* in memory
+instead: :meth:`BulkSink.full` turns true, the sender stops taking documents (so reading waits
+on the bounded queue), and the held documents are retried on the spool's backoff schedule until
+the cluster or the spool takes them. Documents still held when the sink is closed are let go
+unacknowledged, with an error naming how many: they are read again from their files next time.
+
 The action is always ``create`` (data streams accept nothing else, elastic.md §1.2) with the
 document's deterministic ``_id``, so re-sending after a crash or a lost response is a 409.
 """
@@ -40,7 +46,7 @@ from pipeline.settings import SinkSettings
 from pipeline.sink.backoff import backoff_caps, backoff_delays
 from pipeline.sink.deadletter import DeadLetters, Rejection
 from pipeline.sink.outcome import Outcome, classify
-from pipeline.sink.spool import Spool, encode_json
+from pipeline.sink.spool import Spool, SpoolFull, encode_json
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +68,8 @@ class StreamStats:
     dead_lettered: int = 0
     retried: int = 0
     spooled: int = 0
+    unsent: int = 0
+    """Let go unacknowledged at close because the spool was full (read again next run)."""
 
 
 @dataclass(frozen=True)
@@ -184,10 +192,12 @@ class BulkSink:
         self._clock = clock
         self._sleep = sleep
         self._rng = rng
-        self.spool = Spool(state_dir / "spool")
+        self.spool = Spool(state_dir / "spool", settings.spool_max_bytes)
         self.deadletters = DeadLetters(state_dir / "deadletter")
         self._lock = threading.RLock()
         self._buf: list[Document] = []
+        self._held: list[Document] = []
+        self._full_since: float | None = None
         self._buf_bytes = 0
         self._oldest: float | None = None
         self._counts: dict[str, Counter[str]] = {}
@@ -232,7 +242,7 @@ class BulkSink:
         with self._lock:
             sent = False
             now = self._clock()
-            if self.spool.pending() and now >= self._next_spool_try:
+            if (self.spool.pending() or self._held) and now >= self._next_spool_try:
                 self._drain_spool()
                 sent = True
             if self._oldest is not None and now - self._oldest >= self._settings.flush_interval_s:
@@ -241,18 +251,39 @@ class BulkSink:
             return sent
 
     def flush(self) -> None:
-        """Try to drain the spool, then send everything buffered (undeliverable -> spool)."""
+        """Try to drain the spool and the held documents, then send everything buffered
+        (undeliverable -> spool, or held when the spool is full)."""
         with self._lock:
-            if self.spool.pending():
+            if self.spool.pending() or self._held:
                 self._drain_spool()
             self._send_buffer()
 
+    def full(self) -> bool:
+        """Whether documents are held in memory because the spool is full (the sender must
+        stop taking new ones until this turns false again)."""
+        with self._lock:
+            return bool(self._held)
+
     def close(self) -> None:
-        """Flush and refuse further documents. Idempotent."""
+        """Flush and refuse further documents. Idempotent.
+
+        Documents still held (cluster away, spool full) are let go unacknowledged, with an
+        error: their lines are read again from their files next time.
+        """
         with self._lock:
             if not self._closed:
                 self.flush()
                 self._closed = True
+                if self._held:
+                    log.error(
+                        "%s documents were neither delivered nor spooled (the spool is full, "
+                        "sink.spool_max_bytes = %s): they were not acknowledged, so they are "
+                        "read again from their files on the next run",
+                        len(self._held),
+                        self._settings.spool_max_bytes,
+                    )
+                    self._count(self._held, "unsent")
+                    self._held = []
 
     def __enter__(self) -> BulkSink:
         return self
@@ -264,17 +295,29 @@ class BulkSink:
         """Deliver dead-lettered ``docs`` again (for :meth:`DeadLetters.replay`).
 
         They were acknowledged when first dead-lettered, so they are not acknowledged again;
-        rejected ones are returned (not written); undeliverable ones are spooled.
+        rejected ones are returned (not written); undeliverable ones are spooled, or returned as
+        rejected (``spool_full``) when the spool is full, so they stay dead letters.
         """
         rejected: list[Rejection] = []
+
+        def keep(docs: Sequence[Document]) -> None:
+            if not docs:
+                return
+            try:
+                self.spool.put(docs)
+            except SpoolFull as err:
+                rejected.extend(Rejection(d, 0, "spool_full", str(err)) for d in docs)
+                return
+            self._count(docs, "spooled")
+
         with self._lock:
             chunks = list(self._chunks(docs))
             for i, chunk in enumerate(chunks):
                 undeliverable, reachable = self._deliver(chunk, rejected)
-                self._to_spool(undeliverable)
+                keep(undeliverable)
                 if not reachable:
                     for rest in chunks[i + 1 :]:
-                        self._to_spool(rest)
+                        keep(rest)
                     break
         return rejected
 
@@ -292,9 +335,9 @@ class BulkSink:
             return len(self._buf)
 
     def pending(self) -> int:
-        """Documents buffered or spooled, i.e. added but not yet settled."""
+        """Documents buffered, held or spooled, i.e. added but not yet settled."""
         with self._lock:
-            return len(self._buf) + self.spool.pending()
+            return len(self._buf) + len(self._held) + self.spool.pending()
 
     # -- stages -------------------------------------------------------------------------------
 
@@ -326,12 +369,28 @@ class BulkSink:
             self._to_spool(undeliverable)
 
     def _to_spool(self, docs: Sequence[Document]) -> None:
-        if docs:
+        """Spool ``docs``; when the spool is full, hold them in memory (see :meth:`full`)."""
+        if not docs:
+            return
+        try:
             self.spool.put(docs)
-            self._count(docs, "spooled")
+        except SpoolFull as err:
+            if self._full_since is None:
+                self._full_since = self._clock()
+                log.error(
+                    "%s: holding %s documents in memory and reading no more until "
+                    "Elasticsearch takes documents again (nothing is dropped; raise "
+                    "sink.spool_max_bytes to spool more)",
+                    err,
+                    len(docs),
+                )
+            self._held.extend(docs)
+            return
+        self._count(docs, "spooled")
 
     def _drain_spool(self) -> None:
-        """Send spooled documents; on failure, push the next automatic try back (backoff)."""
+        """Send spooled documents, then the held ones; on failure, push the next automatic
+        try back (backoff)."""
         reachable = True
 
         def send(docs: list[Document]) -> list[Document]:
@@ -345,9 +404,22 @@ class BulkSink:
                 left.extend(undeliverable)
             return left
 
-        before = self.spool.pending()
+        before = self.spool.pending() + len(self._held)
         self.spool.drain(send)
-        if self.spool.pending() < before or self.spool.pending() == 0:
+        if self._held and reachable and not self.spool.pending():
+            held, self._held = self._held, []
+            self._to_spool(send(held))
+        elif self._held:  # the spool may have room again (segments taken out by hand)
+            held, self._held = self._held, []
+            self._to_spool(held)
+        if not self._held and self._full_since is not None:
+            log.warning(
+                "the spool takes documents again after %.0f s; reading resumes",
+                self._clock() - self._full_since,
+            )
+            self._full_since = None
+        after = self.spool.pending() + len(self._held)
+        if after < before or after == 0:
             self._spool_failures = 0
             self._next_spool_try = self._clock()
         else:

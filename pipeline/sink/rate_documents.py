@@ -47,7 +47,8 @@ def pipeline_document(
     Args:
         values: ``iolens.pipeline.*``: ``acknowledged`` (documents since the previous one),
             ``lag_mean_s`` / ``lag_max_s`` (from reading to acknowledgement), ``queued``,
-            ``spooled``, ``dead_letters`` and ``dead_letters_new`` (since the previous one),
+            ``spooled`` (documents), ``spool_bytes``, ``spool_full`` (reading waits for the
+            cluster), ``dead_letters`` and ``dead_letters_new`` (since the previous one),
             ``files``, ``bottleneck`` (the stage that limits, when known).
     """
     source = ctx.base("metrics", PIPELINE_DATASET, when_ms, when_ms)

@@ -12,7 +12,14 @@ rate, the tail the producing stages'.
 Acknowledgements come back to the main thread: the sender only records which documents
 settled, and :meth:`AsyncSink.poll` (called by the main job between chunks, and by
 :meth:`flush`) hands them to ``on_ack`` there, so the registry and the acknowledgement tracker
-are only ever touched by the thread that owns them. The bulk request size follows the sink's
+are only ever touched by the thread that owns them.
+
+When the spool is full (:meth:`BulkSink.full`), the sender takes nothing more from the queue and
+retries what the sink holds on the spool's backoff schedule, so reading waits in :meth:`add`
+until Elasticsearch takes documents again. That wait ends early when ``stop`` is set (or at
+once when ``wait_when_full`` is false, for a one-shot run): :meth:`add` and :meth:`flush` then
+let the documents that found no room go unacknowledged (counted in ``unsent``); their lines
+are read again from their files next time. The bulk request size follows the sink's
 measured service rate (:meth:`AsyncSink.set_rate`): about ``target_bulk_s`` of its work per
 request, between ``MIN_BULK_DOCS`` and ``chunk_max_docs``.
 """
@@ -40,6 +47,9 @@ log = logging.getLogger(__name__)
 
 MIN_BULK_DOCS = 10
 """Smallest bulk request the rate-based sizing makes."""
+
+_WAKE_S = 0.1
+"""How often a wait for room in a full queue looks at whether to give up (s)."""
 
 STALE_S = 3600.0
 """A document not acknowledged this long after :meth:`AsyncSink.add` (spooled during an
@@ -82,6 +92,13 @@ class AsyncSink:
         self.bulk_docs = settings.chunk_max_docs
         self.put_wait_s = 0.0
         """Seconds :meth:`add` spent waiting for room in the queue (the back-pressure)."""
+        self.stop = threading.Event()
+        """Set (or replaced) by the owner when it stops: waits for a full spool end."""
+        self.wait_when_full = True
+        """Whether :meth:`add` and :meth:`flush` wait for a full spool to take documents again
+        (False: let them go at once, unacknowledged)."""
+        self.unsent = 0
+        """Documents let go unacknowledged by :meth:`add` and :meth:`flush` (spool full)."""
         self._added: dict[int, float] = {}
         self._lag = (0, 0.0, 0.0)  # acknowledged, summed and largest lag (s) since take_lag
         self._error: BaseException | None = None
@@ -101,16 +118,33 @@ class AsyncSink:
         """The sink's dead-letter area."""
         return self.sink.deadletters
 
-    def add(self, doc: Document) -> None:
-        """Queue ``doc`` for the sender, waiting while the queue is full."""
+    def add(self, doc: Document) -> bool:
+        """Queue ``doc`` for the sender, waiting while the queue is full.
+
+        Returns:
+            True when queued; False when it was let go unacknowledged because the spool is full
+            and the owner stops (or does not wait, see :meth:`refusing`).
+        """
         self._check()
         start = time.perf_counter()
-        self._added[id(doc)] = start
-        if len(self.queue) < self.queue.capacity:
-            self.queue.put(doc)
-            return
-        self.queue.put(doc)
-        self.put_wait_s += time.perf_counter() - start
+        if self.queue.put(doc, timeout_s=0.0):
+            self._added[id(doc)] = start
+            return True
+        try:
+            while not self.queue.put(doc, timeout_s=_WAKE_S):
+                self._check()
+                if self.refusing():
+                    self.unsent += 1
+                    return False
+            self._added[id(doc)] = start
+            return True
+        finally:
+            self.put_wait_s += time.perf_counter() - start
+
+    def refusing(self) -> bool:
+        """Whether documents that find no room are let go: the spool is full and the owner
+        stops (``stop``) or does not wait (``wait_when_full`` false)."""
+        return self.sink.full() and (self.stop.is_set() or not self.wait_when_full)
 
     def poll(self) -> None:
         """Hand the documents settled since the last call to ``on_ack`` (on this thread)."""
@@ -148,10 +182,28 @@ class AsyncSink:
         """Wait until every queued document reached the sink, send what it buffers (or spool
         it), and deliver the acknowledgements."""
         self._check()
-        self.queue.join()
+        while not self.queue.join(timeout_s=_WAKE_S):
+            self._check()
+            if self.refusing():
+                self._let_go_queued()
+                break
         self._check()
         self.sink.flush()
         self.poll()
+
+    def _let_go_queued(self) -> None:
+        """Take everything queued out, unacknowledged (see :meth:`refusing`)."""
+        docs = self.queue.get_batch(len(self.queue), timeout_s=0.0)
+        self.queue.done(len(docs))
+        for d in docs:
+            self._added.pop(id(d), None)
+        self.unsent += len(docs)
+        if docs:
+            log.error(
+                "%s queued documents were let go unacknowledged (the spool is full): they are "
+                "read again from their files on the next run",
+                len(docs),
+            )
 
     def close(self) -> None:
         """Flush, stop the sender and close the sink. Idempotent."""
@@ -192,6 +244,12 @@ class AsyncSink:
     def _run(self) -> None:
         idle_s = min(self.settings.flush_interval_s, 0.1)
         while True:
+            if self.sink.full():  # take nothing more: reading waits on the queue
+                if self._closing.is_set():
+                    return
+                self._guard(self.sink.maybe_flush)
+                self._closing.wait(idle_s)
+                continue
             docs = self.queue.get_batch(1, timeout_s=idle_s)
             if not docs:
                 if self._closing.is_set():

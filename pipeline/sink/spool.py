@@ -6,6 +6,13 @@ one document per line::
     {"index":"metrics-fio.histogram-default","_id":"Zq3...","source":{...},"refs":[{"file_key":
     "2049:1311:9f2c...","path":"/drop/a_clat_hist.1.log","line_no":17,"end_offset":81234}]}
 
+The spool is bounded: a :class:`Spool` made with ``max_bytes`` (``sink.spool_max_bytes``) refuses
+a segment that would take it past that many bytes with :class:`SpoolFull`, and the sink then
+holds the documents in memory and stops taking new ones (:mod:`pipeline.sink.bulk`): reading
+waits, as a Filebeat disk queue that reached its ``max_size`` blocks its inputs. Nothing is
+dropped; documents a stopped process could neither deliver nor spool were never acknowledged,
+so they are read again from their files.
+
 Segments are written to a temporary name, fsync'ed and renamed into place (and the directory is
 fsync'ed), so a crash leaves either a whole segment or none. :meth:`Spool.drain` deletes a segment
 only after its documents were delivered; a crash in between re-sends them, which is harmless
@@ -35,6 +42,27 @@ from pipeline.records import Document, LineRef
 log = logging.getLogger(__name__)
 
 _SEGMENT = re.compile(r"^seg-(\d{12})\.ndjson$")
+
+
+class SpoolFull(Exception):
+    """The spool cannot take a segment without growing past its bound.
+
+    Attributes:
+        root: the spool directory.
+        size: bytes spooled now.
+        needed: bytes of the refused segment.
+        max_bytes: the bound (``sink.spool_max_bytes``).
+    """
+
+    def __init__(self, root: Path, size: int, needed: int, max_bytes: int) -> None:
+        super().__init__(
+            f"the spool {root} is full: {size} bytes spooled, {needed} more would pass "
+            f"sink.spool_max_bytes = {max_bytes}"
+        )
+        self.root = root
+        self.size = size
+        self.needed = needed
+        self.max_bytes = max_bytes
 
 
 def _default(obj: object) -> object:
@@ -172,15 +200,20 @@ class Spool:
 
     Args:
         root: the spool directory (created if missing).
+        max_bytes: most bytes of segments kept; ``None`` = unbounded. A spool left larger by an
+            earlier process (with a larger bound) is drained, not truncated.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_bytes: int | None = None) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
         self._lock = threading.RLock()
         self._counts: dict[Path, int] = {}
+        self._sizes: dict[Path, int] = {}
         for seg in self._segments():
             self._counts[seg] = _count_lines(seg)
+            self._sizes[seg] = seg.stat().st_size
         self._next_seq = 1 + max((_seq(s) for s in self._counts), default=0)
 
     def _segments(self) -> list[Path]:
@@ -193,17 +226,23 @@ class Spool:
             The segment written, or ``None`` when ``docs`` is empty.
 
         Raises:
+            SpoolFull: the segment would take the spool past ``max_bytes`` (nothing written).
             OSError: the disk refused the write (the caller must not acknowledge the documents).
             TypeError, ValueError: a source cannot be serialised (see :func:`compact_json`).
         """
         if not docs:
             return None
         lines = [compact_json(document_to_dict(d)) for d in docs]
+        needed = sum(len(line.encode()) + 1 for line in lines)
         with self._lock:
+            size = sum(self._sizes.values())
+            if self.max_bytes is not None and size + needed > self.max_bytes:
+                raise SpoolFull(self.root, size, needed, self.max_bytes)
             seg = self.root / f"seg-{self._next_seq:012d}.ndjson"
             self._next_seq += 1
             write_atomically(seg, lines)
             self._counts[seg] = len(lines)
+            self._sizes[seg] = needed
         log.info("spooled %s documents to %s", len(lines), seg)
         return seg
 
@@ -211,6 +250,11 @@ class Spool:
         """Number of documents waiting in the spool."""
         with self._lock:
             return sum(self._counts.values())
+
+    def size(self) -> int:
+        """Bytes of the spool's segments."""
+        with self._lock:
+            return sum(self._sizes.values())
 
     def drain(self, send: Callable[[list[Document]], list[Document]]) -> int:
         """Send the spooled documents, oldest segment first.
@@ -236,18 +280,19 @@ class Spool:
                     bad = seg.with_name(seg.name + ".corrupt")
                     log.error("spool segment %s is unreadable (%s); moved to %s", seg, err, bad)
                     os.replace(seg, bad)
-                    del self._counts[seg]
+                    del self._counts[seg], self._sizes[seg]
                     continue
                 remaining = send(docs)
                 delivered += len(docs) - len(remaining)
                 if not remaining:
                     seg.unlink()
                     fsync_dir(self.root)
-                    del self._counts[seg]
+                    del self._counts[seg], self._sizes[seg]
                     continue
                 if len(remaining) < len(docs):
                     write_atomically(seg, [compact_json(document_to_dict(d)) for d in remaining])
                     self._counts[seg] = len(remaining)
+                    self._sizes[seg] = seg.stat().st_size
                 break
         if delivered:
             log.info("delivered %s spooled documents; %s still spooled", delivered, self.pending())

@@ -78,22 +78,31 @@ class StageQueue(Generic[T]):
         with self._lock:
             return len(self._items)
 
-    def put(self, item: T) -> None:
-        """Append ``item``, waiting while the queue is full (the producer is then
-        write-blocked for the period)."""
+    def put(self, item: T, timeout_s: float | None = None) -> bool:
+        """Append ``item``, waiting (up to ``timeout_s``) while the queue is full (the producer
+        is then write-blocked for the period).
+
+        Returns:
+            True when appended; False when the timeout passed first (nothing appended).
+        """
         with self._not_full:
             if len(self._items) >= self.capacity:
                 self._tail_blocked = True
+                deadline = None if timeout_s is None else self._clock() + timeout_s
                 self._waiting_to_put += 1
                 try:
                     while len(self._items) >= self.capacity:
-                        self._not_full.wait()
+                        left = None if deadline is None else deadline - self._clock()
+                        if left is not None and left <= 0:
+                            return False
+                        self._not_full.wait(left)
                 finally:
                     self._waiting_to_put -= 1
             self._items.append(item)
             self._tail_count += 1
             self._unfinished += 1
             self._not_empty.notify()
+            return True
 
     def get_batch(self, max_items: int, timeout_s: float | None = None) -> list[T]:
         """Take up to ``max_items`` items, waiting (up to ``timeout_s``) for the first one.

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
 import shutil
+import threading
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -126,3 +130,72 @@ def test_status_shows_the_rates_and_the_bottleneck() -> None:
     console = Console(width=200, record=True)
     print_rates(console, None)
     assert "none measured yet" in console.export_text()
+
+
+class BulkRefusingProxy:
+    """An HTTP proxy in front of the test server that answers every ``_bulk`` request with
+    503 (as a cluster whose write thread pool is gone would) and forwards the rest."""
+
+    def __init__(self, upstream: str) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if "/_bulk" in self.path:
+                    self._answer(503, b'{"error":{"type":"unavailable"},"status":503}', {})
+                    return
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")
+                }
+                req = urllib.request.Request(
+                    upstream + self.path, body or None, headers, method=self.command
+                )
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        self._answer(resp.status, resp.read(), dict(resp.headers))
+                except urllib.error.HTTPError as err:
+                    self._answer(err.code, err.read(), dict(err.headers))
+
+            def _answer(self, status: int, payload: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", headers.get("Content-Type", "application/json"))
+                self.send_header("X-Elastic-Product", "Elasticsearch")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> BulkRefusingProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_run_once_exits_75_when_the_spool_fills(
+    es_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "iolens.yaml"
+    config.write_text(
+        f"elasticsearch: {{namespace: full{uuid.uuid4().hex[:6]}}}\nstate_dir: {tmp_path}/s\n"
+        "fio: {run_start: '2026-01-01T00:00:00Z', settle_s: 0}\n"
+        "sink: {max_retries: 0, chunk_max_docs: 10, spool_max_bytes: 60000}\n"
+    )
+    shutil.copytree(SAMPLES / "node01", tmp_path / "logs")
+    with BulkRefusingProxy(es_url) as proxy:
+        argv = ["--config", str(config), "--es-url", proxy.url, "run", "--once"]
+        assert main([*argv, "--drop", f"fio-hist={tmp_path / 'logs'}"]) == 75
+    out = capsys.readouterr().out
+    assert "documents were neither delivered nor spooled (the spool is full" in out
+    spooled = sum(p.stat().st_size for p in (tmp_path / "s" / "spool").glob("seg-*"))
+    assert 0 < spooled <= 60000

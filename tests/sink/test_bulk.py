@@ -16,6 +16,7 @@ from pipeline.records import Document, LineRef
 from pipeline.settings import SinkSettings
 from pipeline.sink.bulk import FILTER_PATH, BulkSink, StreamStats, expand, ndjson
 from pipeline.sink.capabilities import Capabilities
+from pipeline.sink.spool import compact_json, document_to_dict
 from pipeline.sink.templates import install, load_templates
 
 HIST = "metrics-fio.histogram-{ns}"
@@ -390,3 +391,63 @@ def test_ndjson_writes_each_action_and_source_on_a_line() -> None:
         {"create": {"_index": 'odd"index', "_id": "id\\1"}},
         {"b": [1.5, "é"]},
     ]
+
+
+def spooled_size(doc: Document) -> int:
+    """Bytes ``doc`` takes in the spool (its NDJSON line)."""
+    return len(compact_json(document_to_dict(doc)).encode()) + 1
+
+
+def test_a_full_spool_holds_documents_until_the_cluster_takes_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = [0.0]
+    client = FakeClient(refused, refused, refused, all_ok)
+    acks = Acks()
+    one = spooled_size(make_doc(1))
+    settings = SETTINGS.model_copy(update={"spool_max_bytes": 3 * one, "chunk_max_docs": 2})
+    sink, _ = sink_for(client, tmp_path, acks, settings=settings, clock=lambda: now[0])
+    sink.add(make_doc(1))
+    sink.add(make_doc(2))  # a chunk of two: refused, spooled
+    assert (sink.spool.pending(), sink.full()) == (2, False)
+    with caplog.at_level("ERROR"):
+        sink.add(make_doc(3))
+        sink.add(make_doc(4))  # refused; the spool has no room for two more: held
+    assert (sink.spool.pending(), sink.full(), sink.pending()) == (2, True, 4)
+    assert "sink.spool_max_bytes" in caplog.text and "nothing is dropped" in caplog.text
+    assert sink.maybe_flush() is True  # the spool drain is refused: the next try backs off
+    now[0] = 0.4
+    assert sink.maybe_flush() is False
+    now[0] = 0.5
+    assert sink.maybe_flush() is True  # the cluster is back: spool first, then the held ones
+    assert acks.calls == [["doc-1", "doc-2"], ["doc-3", "doc-4"]]
+    assert (sink.full(), sink.pending()) == (False, 0)
+    assert sink.stats()["metrics-fio.histogram-default"] == StreamStats(indexed=4, spooled=2)
+
+
+def test_documents_still_held_at_close_are_let_go_unacknowledged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    acks = Acks()
+    one = spooled_size(make_doc(1))
+    settings = SETTINGS.model_copy(update={"spool_max_bytes": one, "chunk_max_docs": 1})
+    sink, _ = sink_for(FakeClient(refused), tmp_path, acks, settings=settings)
+    for i in range(3):
+        sink.add(make_doc(i))
+    with caplog.at_level("ERROR"):
+        sink.close()
+    assert "2 documents were neither delivered nor spooled" in caplog.text
+    assert (acks.calls, sink.spool.pending(), sink.full()) == ([], 1, False)
+    assert sink.stats()["metrics-fio.histogram-default"] == StreamStats(spooled=1, unsent=2)
+
+
+def test_a_replay_into_a_full_spool_keeps_the_dead_letters(tmp_path: Path) -> None:
+    one = spooled_size(make_doc(1))
+    settings = SETTINGS.model_copy(update={"spool_max_bytes": one})
+    sink, _ = sink_for(FakeClient(refused), tmp_path, Acks(), settings=settings)
+    rejected = sink.resend([make_doc(1), make_doc(2)])
+    assert [(r.doc.doc_id, r.error_type) for r in rejected] == [
+        ("doc-1", "spool_full"),
+        ("doc-2", "spool_full"),
+    ]
+    assert sink.spool.pending() == 0

@@ -10,6 +10,7 @@ import pytest
 from pipeline.records import Document, LineRef
 from pipeline.sink.spool import (
     Spool,
+    SpoolFull,
     compact_json,
     document_from_dict,
     document_to_dict,
@@ -132,3 +133,18 @@ def test_encode_json_is_compact_json_fast_and_as_strict() -> None:
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError, match="Out of range float values"):
             encode_json({"x": [bad]})
+
+
+def test_a_bounded_spool_refuses_a_segment_that_would_pass_the_bound(tmp_path: Path) -> None:
+    one = len(compact_json(document_to_dict(doc(1))).encode()) + 1
+    spool = Spool(tmp_path, max_bytes=2 * one + 1)
+    spool.put([doc(1)])
+    spool.put([doc(2)])
+    assert spool.size() == sum(p.stat().st_size for p in tmp_path.glob("seg-*.ndjson"))
+    with pytest.raises(SpoolFull, match=rf"sink.spool_max_bytes = {2 * one + 1}") as err:
+        spool.put([doc(3)])
+    assert (err.value.size, err.value.needed) == (spool.size(), one)
+    assert (spool.pending(), len(list(tmp_path.glob("seg-*")))) == (2, 2)  # nothing written
+    spool.drain(lambda docs: [])
+    assert (spool.size(), spool.put([doc(3)]) is not None) == (0, True)
+    assert Spool(tmp_path, max_bytes=one).size() == one  # a new object measures what is there
