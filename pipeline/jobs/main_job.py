@@ -44,9 +44,9 @@ from pipeline.shippers.acks import AckTracker
 from pipeline.shippers.darshan_tail import DarshanPool, DarshanTail
 from pipeline.shippers.events_tail import EventsTail, Released, WorkloadModel
 from pipeline.shippers.fio_tail import FioTail, fio_path_parts, last_time_ms
-from pipeline.shippers.hosts import host_for
-from pipeline.shippers.identity import identify
-from pipeline.shippers.registry import Registry
+from pipeline.shippers.hosts import host_for, unrotated
+from pipeline.shippers.identity import find_renamed, identify
+from pipeline.shippers.registry import FileState, Registry
 from pipeline.shippers.sysstat_tail import SysstatTail
 from pipeline.shippers.table_tail import TableKind, TableTail
 from pipeline.shippers.tailer import LineTooLong, TailChunk
@@ -162,6 +162,9 @@ class MainJob:
         self._by_path: dict[str, str] = {}
         self._unidentified: dict[str, DropSettings] = {}
         self._refused: set[str] = set()
+        self._truncated: dict[str, FileState] = {}
+        """Path -> the state of the file there before it was truncated (see
+        :meth:`_adopt_rotated`)."""
         self._stopping = threading.Event()
         self.sink.stop = self._stopping
         self._anchors: dict[str, list[int]] = {}
@@ -334,21 +337,20 @@ class MainJob:
             return None
         self._unidentified.pop(p, None)
         previous = self._by_path.get(p)
-        if previous is not None and previous != key:
+        if previous is not None and previous != key and not self._follow(previous):
             log.info("%s now holds another file: the old one is no longer read", p)
             self._retire(previous)
         tail = self.tails.get(key)
         if tail is not None:
             if tail.path != p:
-                log.info("%s was renamed to %s", tail.path, p)
-                self.registry.set_path(key, p)
-                self._by_path.pop(tail.path, None)
-                tail.path = p
-                self._by_path[p] = key
+                self._moved(tail, p)
             return tail
         state = self.registry.get(key)
         if state is not None and state.done:
             return None  # quarantined earlier: it stays in the dead-letter area
+        if state is None and drop.type != "darshan":
+            state = self._adopt_rotated(key, path)
+        named = unrotated(path)  # a rotated file is named as the file it was rotated from
         if drop.type == "darshan":
             if state is None:
                 state = self.registry.upsert_new(key, p)
@@ -381,7 +383,7 @@ class MainJob:
                 state = self.registry.upsert_new(key, p)
             elif state.path != p:
                 self.registry.set_path(key, p)
-            host = host_for(path, Path(drop.path), drop.host, self._hostname)
+            host = host_for(named, Path(drop.path), drop.host, self._hostname)
             etail = EventsTail(key, p, host, schema, model)
             etail.resume(state.offset, state.line_no, state.cursor)
             return self._track(etail, drop)
@@ -396,11 +398,11 @@ class MainJob:
             sys_tail.resume(state.offset, state.line_no, state.cursor)
             return self._track(sys_tail, drop)
         try:
-            prefix, job = fio_path_parts(path)
+            prefix, job = fio_path_parts(named)
         except ValueError as err:
             log.warning("skipping %s: %s", p, err)
             return None
-        host = host_for(path, Path(drop.path), drop.host, self._hostname)
+        host = host_for(named, Path(drop.path), drop.host, self._hostname)
         if state is None:
             state = self.registry.upsert_new(key, p, self._anchor_for(host, p))
         elif state.path != p:
@@ -411,6 +413,70 @@ class MainJob:
         fio_tail = FioTail(key, p, src, self.settings.fio, anchor + offset_ms)
         fio_tail.resume(state.offset, state.line_no, state.cursor)
         return self._track(fio_tail, drop)
+
+    def _moved(self, tail: Tail, path: str) -> None:
+        """``tail``'s file is now at ``path`` (renamed): follow it there."""
+        log.info("%s was renamed to %s", tail.path, path)
+        self.registry.set_path(tail.key, path)
+        if self._by_path.get(tail.path) == tail.key:
+            del self._by_path[tail.path]
+        tail.path = path
+        self._by_path[path] = tail.key
+
+    def _follow(self, key: str) -> bool:
+        """Find file ``key``, no longer at its path, under another name in the same directory
+        (a rotation by rename to a name the drop's pattern may not match) and keep reading it
+        there: the lines written before the rename are still read. False if it is not there."""
+        tail = self.tails.get(key)
+        if tail is None:
+            return False
+        found = find_renamed(key, Path(tail.path))
+        if found is None or self._identify(str(found)) != key:
+            return False
+        self._moved(tail, str(found))
+        tail.exhausted = False
+        return True
+
+    def _adopt_rotated(self, key: str, path: Path) -> FileState | None:
+        """Register a new file that is a rotated *copy* (logrotate ``copytruncate``) of a file
+        already read, at the offset that file was committed to, so what was read is not read
+        again.
+
+        A copy is a file named as a known one of the same directory plus a rotation suffix
+        (:func:`~pipeline.shippers.hosts.unrotated`) whose leading bytes (the fingerprint of its
+        identity) equal that file's, and at least as long as that file's committed offset; its
+        bytes up to there are the very lines that were acknowledged. Returns the new file's
+        state, or None when ``path`` is not such a copy.
+        """
+        stem = unrotated(path)
+        if stem == path:
+            return None
+        fingerprint = key.rsplit(":", 1)[-1]
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return None
+        known = [
+            st
+            for st in (self._truncated.get(str(stem)), *self.registry.by_fingerprint(fingerprint))
+            if st is not None
+            and st.key != key
+            and st.key.rsplit(":", 1)[-1] == fingerprint
+            and unrotated(Path(st.path)) == stem
+            and 0 < st.offset <= size
+        ]
+        if not known:
+            return None
+        orig = max(known, key=lambda st: st.offset)
+        log.info(
+            "%s is a rotated copy of %s: reading it from byte %s (line %s), where that was read to",
+            path,
+            orig.path,
+            orig.offset,
+            orig.line_no,
+        )
+        self.registry.upsert_new(key, path, orig.anchor_ms)
+        return self.registry.commit(key, orig.offset, orig.line_no, orig.cursor)
 
     def _inside(self, path: Path, drop: DropSettings) -> bool:
         """Whether ``path`` really lies in its drop directory: a symbolic link (or a linked
@@ -471,6 +537,8 @@ class MainJob:
             whole = isinstance(tail, SysstatTail | DarshanTail) and tail.kind in WHOLE_FILE_TYPES
             key = self._identify(tail.path, whole_file=whole)
         except FileNotFoundError:
+            if self._follow(tail.key):
+                return True
             log.info("%s is gone", tail.path)
             self._retire(tail.key)
             return False
@@ -478,6 +546,10 @@ class MainJob:
             log.warning("%s cannot be read (%s); will retry", tail.path, err)
             return False
         if key == tail.key:
+            return True
+        old_path = tail.path
+        if self._follow(tail.key):  # renamed, and another file took its name
+            self._unidentified[old_path] = self._drops[tail.key]
             return True
         drop = self._drops.get(tail.key)
         self._retire(tail.key)
@@ -587,6 +659,9 @@ class MainJob:
 
     def _restart_truncated(self, tail: Tail) -> None:
         log.warning("%s was truncated: reading it again from the start", tail.path)
+        before = self.registry.get(tail.key)
+        if before is not None and before.offset:
+            self._truncated[tail.path] = before  # a copy of it may turn up (copytruncate)
         self.registry.reset(tail.key)
         self.acks.forget(tail.key)
         tail.restart()
@@ -640,9 +715,42 @@ class MainJob:
     # -- running ---------------------------------------------------------------------------
 
     def _drop_files(self) -> list[tuple[Path, DropSettings]]:
-        return [
+        """The drops' files, and files read before that were renamed (rotated) since to names
+        the drops' patterns do not match (see :meth:`_renamed_while_away`)."""
+        files = [
             (p, drop) for drop in self.settings.drops for p in self._watcher(drop).initial_scan()
         ]
+        return files + self._renamed_while_away({str(p) for p, _ in files})
+
+    def _renamed_while_away(self, scanned: set[str]) -> list[tuple[Path, DropSettings]]:
+        """Files of the registry, not read to their end, that were renamed while iolens was not
+        running to a name outside the drop's pattern (a rotation by rename): their remaining
+        lines are still read. One ``scandir`` per directory that held such a file."""
+        roots = [(Path(d.path), d) for d in self.settings.drops]
+        by_dir: dict[Path, list[tuple[FileState, DropSettings]]] = {}
+        for st in self.registry.all():
+            path = Path(st.path)
+            if st.done:
+                continue
+            drop = next((d for root, d in roots if root in path.parents), None)
+            if drop is not None:
+                by_dir.setdefault(path.parent, []).append((st, drop))
+        found: list[tuple[Path, DropSettings]] = []
+        for directory, states in by_dir.items():
+            try:
+                with os.scandir(directory) as entries:
+                    inodes = {e.inode(): e.path for e in entries if e.is_file()}
+            except OSError:
+                continue
+            for st, drop in states:
+                new = inodes.get(int(st.key.split(":")[1]))
+                if new is None or new in scanned:
+                    continue
+                with contextlib.suppress(OSError):
+                    if self._identify(new) == st.key:
+                        log.info("%s was renamed to %s while iolens was away", st.path, new)
+                        found.append((Path(new), drop))
+        return found
 
     def _watcher(self, drop: DropSettings) -> DropWatcher:
         """A watcher of one drop directory.

@@ -9,6 +9,11 @@ per-thread, per-host logs); either form may be gzip-compressed (``… .gz``). Ex
     randrw_clat_hist.3.log.node07          host node07
     randrw_clat_hist.3.log.node07.gz       host node07 (compressed)
     randrw_clat_hist.3.log.gz              no host in the name (compressed)
+
+A copy left by logrotate keeps its file's name plus a rotation suffix (``.1``, ``.2.gz``,
+``-20261122`` with ``dateext``); :func:`unrotated` takes it off, so the copy is named (host, job,
+document ids) as the file it was rotated from. A host name in a log name is therefore never all
+digits (``x_clat_hist.1.log.1`` is the first rotation of ``x_clat_hist.1.log``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,26 @@ import re
 from pathlib import Path
 
 _FIO_NAME = re.compile(r"^(?P<prefix>.+)_clat_hist\.(?P<job>\d+)\.log(?:\.(?P<host>.+))?$")
+
+
+_ROTATED = re.compile(
+    r"^(?P<stem>.+?)"
+    r"(?:\.\d{1,4}|-\d{8}(?:\d{2}){0,3}|-\d{4}-\d{2}-\d{2}|-\d{10})"
+    r"(?P<z>\.(?:gz|bz2|xz|zst))?$"
+)
+"""A rotation suffix as logrotate writes it: ``.N`` (the default), ``-%Y%m%d[%H[%M[%S]]]``
+(``dateext`` with the default ``dateformat`` or an hourly one), ``-%Y-%m-%d`` or ``-%s``,
+each optionally followed by a compression extension (``compress``, ``compressext``)."""
+
+
+def unrotated(path: Path) -> Path:
+    """``path`` without a logrotate rotation suffix, keeping a compression extension:
+    ``server.jsonl.1`` -> ``server.jsonl``, ``x_clat_hist.1.log.2.gz`` -> ``x_clat_hist.1.log.gz``,
+    ``server.jsonl-20261122`` -> ``server.jsonl``; any other path is returned as it is."""
+    m = _ROTATED.match(path.name)
+    if m is None:
+        return path
+    return path.with_name(m.group("stem") + (m.group("z") or ""))
 
 
 def _fio_match(path: Path) -> re.Match[str] | None:

@@ -20,6 +20,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 log = logging.getLogger(__name__)
@@ -123,3 +124,31 @@ def identify(
         return None
     digest = hashlib.sha256(head[:length]).hexdigest()[:FINGERPRINT_HEX_CHARS]
     return FileIdentity(device=before.st_dev, inode=before.st_ino, fingerprint=digest)
+
+
+def find_renamed(key: str, path: Path) -> Path | None:
+    """Where file ``key`` (``device:inode:fingerprint``), last seen at ``path``, is now, if it
+    was renamed within its directory (a rotation by rename: ``app.log`` -> ``app.log.1``).
+
+    Looks for an entry of ``path``'s directory with the key's inode and device, other than
+    ``path`` itself; the caller confirms the fingerprint (:func:`identify`). One ``scandir`` of
+    the directory (inode numbers come with the directory entries on Linux).
+
+    Returns:
+        The new path, or None when no other name in the directory has that inode (the file was
+        deleted, moved elsewhere, or the directory cannot be read).
+    """
+    try:
+        device, inode = (int(part) for part in key.split(":")[:2])
+    except ValueError:
+        return None
+    try:
+        with os.scandir(path.parent) as entries:
+            for entry in entries:
+                if entry.inode() != inode or entry.path == str(path):
+                    continue
+                if entry.is_file(follow_symlinks=False) and entry.stat().st_dev == device:
+                    return Path(entry.path)
+    except OSError:
+        return None
+    return None

@@ -151,6 +151,16 @@ class Registry:
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM files ORDER BY key").fetchall()
         return [FileState._from_row(r) for r in rows]
 
+    def by_fingerprint(self, fingerprint: str) -> list[FileState]:
+        """Every file whose identity has this fingerprint (its leading bytes), whatever its
+        device and inode: the copies of one file's beginning."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM files WHERE key LIKE ? ORDER BY key",
+                ("%:" + fingerprint,),
+            ).fetchall()
+        return [FileState._from_row(r) for r in rows]
+
     def upsert_new(self, key: str, path: str | Path, anchor_ms: int | None = None) -> FileState:
         """Register a newly seen file at offset 0, or return the existing entry.
 

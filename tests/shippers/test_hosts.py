@@ -4,7 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.shippers.hosts import fio_host_suffix, fio_job_for, fio_prefix_for, host_for
+from pipeline.shippers.hosts import (
+    fio_host_suffix,
+    fio_job_for,
+    fio_prefix_for,
+    host_for,
+    unrotated,
+)
 
 DROP = Path("/drop")
 
@@ -68,3 +74,29 @@ def test_host_for(rel: str, configured: str | None, expected: str) -> None:
 def test_host_for_outside_drop_dir() -> None:
     with pytest.raises(ValueError, match="not inside the drop directory"):
         host_for(Path("/elsewhere/x_clat_hist.1.log"), DROP, None, "h")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("server.jsonl.1", "server.jsonl"),  # logrotate's default
+        ("x_clat_hist.1.log.2.gz", "x_clat_hist.1.log.gz"),  # compress: the extension stays
+        ("server.jsonl-20261122", "server.jsonl"),  # dateext
+        ("server.jsonl-2026112213", "server.jsonl"),  # dateext, hourly
+        ("a.csv-2026-11-22", "a.csv"),  # dateformat -%Y-%m-%d
+        ("a.log-1763800000", "a.log"),  # dateformat -%s
+        ("x_clat_hist.1.log", "x_clat_hist.1.log"),  # fio's job number is not a rotation
+        ("x_clat_hist.1.log.node07", "x_clat_hist.1.log.node07"),  # a host suffix
+        ("x_clat_hist.3.log.gz", "x_clat_hist.3.log.gz"),
+        ("sa22", "sa22"),
+        ("fs001_sadf_d.csv", "fs001_sadf_d.csv"),
+    ],
+)
+def test_unrotated_takes_off_logrotate_suffixes_only(name: str, expected: str) -> None:
+    assert unrotated(Path("/drop") / name) == Path("/drop") / expected
+
+
+def test_a_rotated_fio_log_keeps_its_host_and_job() -> None:
+    rotated = unrotated(Path("/drop/node07/x_clat_hist.3.log.1"))
+    assert host_for(rotated, Path("/drop"), None, "here") == "node07"
+    assert fio_job_for(rotated) == "3"

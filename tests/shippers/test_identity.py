@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.shippers.identity import FileIdentity, fingerprint_range, identify
+from pipeline.shippers.identity import FileIdentity, find_renamed, fingerprint_range, identify
 
 
 def _fp(data: bytes) -> str:
@@ -128,3 +128,17 @@ def test_whole_file_short_without_newline(tmp_path: Path) -> None:
 def test_missing_file_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         identify(tmp_path / "nope", 1024)
+
+
+def test_find_renamed_follows_the_inode_within_the_directory(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_bytes(b"first line\n")
+    ident = identify(str(log), 64)
+    assert ident is not None
+    assert find_renamed(ident.key, log) is None  # still there, under no other name
+    log.rename(tmp_path / "app.log.1")
+    log.write_bytes(b"a new file\n")  # another inode takes the old name
+    assert find_renamed(ident.key, log) == tmp_path / "app.log.1"
+    (tmp_path / "app.log.1").unlink()
+    assert find_renamed(ident.key, log) is None
+    assert find_renamed("not-a-key", log) is None

@@ -183,3 +183,17 @@ def test_committed_values_survive_kill(tmp_path: Path) -> None:
         state = r.get("k")
     assert state is not None
     assert (state.offset, state.line_no, state.cursor) == (300, 3, '{"i": 3}')
+
+
+def test_by_fingerprint_finds_every_copy_of_a_beginning(reg: Registry) -> None:
+    reg.upsert_new("1:10:aaaa", "/d/app.log")
+    reg.commit("1:10:aaaa", 300, 3, None)
+    reg.upsert_new("1:11:aaaa", "/d/app.log.1")
+    reg.upsert_new("1:12:bbbb", "/d/other.log")
+    reg.upsert_new("1:13:xaaaa", "/d/x.log")  # a fingerprint that merely ends the same
+    found = reg.by_fingerprint("aaaa")
+    assert [(st.key, st.path, st.offset) for st in found] == [
+        ("1:10:aaaa", "/d/app.log", 300),
+        ("1:11:aaaa", "/d/app.log.1", 0),
+    ]
+    assert reg.by_fingerprint("cccc") == []
