@@ -43,6 +43,9 @@ from pipeline.sink.search import ClusterUnavailable
 
 log = logging.getLogger(__name__)
 
+SEARCH_BATCH = 50
+"""Intervals (of one length) whose histograms one search reads."""
+
 SUPERSEDE_BATCH = 50
 """Intervals whose superseded revisions one delete-by-query removes (bounded, to keep the
 query's clauses well below Elasticsearch's limit)."""
@@ -129,22 +132,27 @@ class FioLatencyJob:
 
     def _run(self, force: bool) -> int:
         n = 0
-        due = self.dirty.due(self.fio.settle_s, force)
+        due = [i for i in self.dirty.due(self.fio.settle_s, force) if i not in self._pending]
         if due:
             self.refresh(stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace))
-        for item in due:
-            if item in self._pending:
-                continue
-            interval_ms, start = item
-            began = self.clock()
-            docs = list(self.compute(interval_ms, start))
-            if not docs:
-                self.dirty.clear(item, began)
-                continue
-            self._pending[item] = (len(docs), began, docs)
-            for d in docs:
-                self.emit(d)
-            n += 1
+        batches: dict[int, list[int]] = defaultdict(list)
+        for interval_ms, start in due:
+            batches[interval_ms].append(start)
+        for interval_ms, starts in batches.items():
+            step = 1 if self.fio.method == "flp" else SEARCH_BATCH
+            for i in range(0, len(starts), step):
+                began = self.clock()
+                computed = self.compute_many(interval_ms, starts[i : i + step])
+                for start in starts[i : i + step]:
+                    item = (interval_ms, start)
+                    docs = computed.get(start, [])
+                    if not docs:
+                        self.dirty.clear(item, began)
+                        continue
+                    self._pending[item] = (len(docs), began, docs)
+                    for d in docs:
+                        self.emit(d)
+                    n += 1
         self.computed += n
         return n
 
@@ -208,20 +216,46 @@ class FioLatencyJob:
 
     def compute(self, interval_ms: int, start: int) -> Iterator[Document]:
         """The latency documents of one interval (nothing if it has no histogram documents)."""
+        yield from self.compute_many(interval_ms, [start]).get(start, [])
+
+    def compute_many(self, interval_ms: int, starts: Sequence[int]) -> dict[int, list[Document]]:
+        """The latency documents of several intervals of one length, by interval start (ms);
+        an interval without histogram documents is absent. One search reads the histograms of
+        all of them (``fio.method: flp`` reads each interval's window on its own).
+
+        Raises:
+            ClusterUnavailable: the histograms cannot be read.
+        """
         if self.fio.method == "flp":
-            yield from self._compute_flp(interval_ms, start)
-            return
+            return {
+                start: docs
+                for start in starts
+                if (docs := list(self._compute_flp(interval_ms, start)))
+            }
         query = {
             "bool": {
                 "filter": [
-                    {"term": {"fio.interval.start_ms": start}},
+                    {"terms": {"fio.interval.start_ms": list(starts)}},
                     {"term": {"fio.interval.ms": interval_ms}},
                 ]
             }
         }
+        hits: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+        for hit in self._hits(query):
+            hits[int(hit["_source"]["fio"]["interval"]["start_ms"])].append(hit)
+        return {
+            start: docs
+            for start in starts
+            if (docs := list(self._merge(interval_ms, start, hits.get(start, []))))
+        }
+
+    def _merge(
+        self, interval_ms: int, start: int, hits: Iterable[Mapping[str, Any]]
+    ) -> Iterator[Document]:
+        """Merge one interval's histogram hits per scope and direction (seed 000)."""
         merger: IntervalMerger | None = None
         skipped = 0
-        for hit in self._hits(query):
+        for hit in hits:
             src = hit["_source"]
             fio = src["fio"]
             layout = layout_of(fio)

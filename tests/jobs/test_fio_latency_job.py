@@ -37,6 +37,7 @@ def hit(host: str, job: str, ddir: str, counts: dict[int, int]) -> dict[str, Any
                 "ddir": ddir,
                 "bins": {"count": 1856, "unit": "ns", "coarseness": 0},
                 "window": {"end_ms": 5500},
+                "interval": {"ms": 1000, "start_ms": 5000},
                 "clat_ns": {
                     "histogram": {
                         "values": NS.midpoints_ns[idx].tolist(),
@@ -139,3 +140,35 @@ def test_only_less_complete_revisions_are_superseded(es_client: Any, tmp_path: P
     assert deleted == 2  # cluster/3 and host n1/2; cluster/5 and host n2 stay
     left = {h["_id"] for h in es_client.search(index=index, size=10)["hits"]["hits"]}
     assert left == {docs[("cluster", None, 5)].doc_id, docs[("host", "n2", 1)].doc_id}
+
+
+def test_due_intervals_are_read_with_one_search_per_batch(tmp_path: Path) -> None:
+    def at(start: int, h: dict[str, Any]) -> dict[str, Any]:
+        h["_source"]["fio"]["interval"] = {"ms": 1000, "start_ms": start}
+        return h
+
+    stored = [
+        at(start, hit(f"n{k}", "1", ddir, {700 + start // 1000: k + 1}))
+        for start in range(0, 120_000, 1000)
+        for k, ddir in enumerate(("read", "write"))
+    ]
+    queries: list[Any] = []
+
+    def search(index: str, q: Any, s: Any) -> list[dict[str, Any]]:
+        queries.append(q)
+        starts = set(q["bool"]["filter"][0]["terms"]["fio.interval.start_ms"])
+        return [h for h in stored if h["_source"]["fio"]["interval"]["start_ms"] in starts]
+
+    clock, emitted = Clock(), []
+    job = make_job(tmp_path, search, emitted, clock, settle_s=0)
+    job.dirty.touch([(1000, start) for start in range(0, 120_000, 1000)])
+    assert job.run(force=True) == 120
+    assert len(queries) == 3  # 50 + 50 + 20 intervals
+    # each interval merged from its own histograms only: 3 cluster documents per interval
+    one = make_job(tmp_path / "one", search, [], clock, settle_s=0)
+    for start in (0, 49_000, 50_000, 119_000):
+        alone = [d.source for d in one.compute(1000, start)]
+        batched = [
+            d.source for d in emitted if d.source["fio"]["interval"]["start_ms"] == start
+        ]
+        assert batched == alone and len(alone) == 3 + 4 + 4
