@@ -168,7 +168,5 @@ def test_due_intervals_are_read_with_one_search_per_batch(tmp_path: Path) -> Non
     one = make_job(tmp_path / "one", search, [], clock, settle_s=0)
     for start in (0, 49_000, 50_000, 119_000):
         alone = [d.source for d in one.compute(1000, start)]
-        batched = [
-            d.source for d in emitted if d.source["fio"]["interval"]["start_ms"] == start
-        ]
+        batched = [d.source for d in emitted if d.source["fio"]["interval"]["start_ms"] == start]
         assert batched == alone and len(alone) == 3 + 4 + 4
