@@ -115,6 +115,10 @@ class FioLatencyJob:
     clock: Callable[[], float] = time.time
     refresh: Callable[[str], None] = lambda index: None
     delete: Callable[[str, Mapping[str, Any]], int] = lambda index, query: 0
+    count: Callable[[str, Mapping[str, Any]], int] | None = None
+    """Counts the documents matching a query; when given, a batch whose intervals hold no
+    documents but its own (the common case: intervals merged for the first time) skips the
+    delete-by-query."""
     _pending: dict[tuple[int, int], tuple[int, float, list[Document]]] = field(default_factory=dict)
     computed: int = 0
 
@@ -187,6 +191,10 @@ class FioLatencyJob:
         more) is never deleted, so the most complete one survives."""
         index = stream_name("metrics", LATENCY_DATASET, self.ctx.namespace)
         self.refresh(index)
+        if self.count is not None:
+            ours = {d.doc_id for _item, _began, docs in batch for d in docs}
+            if self.count(index, intervals_query([item for item, _b, _d in batch])) <= len(ours):
+                return  # only this merge's documents: nothing to supersede
         queries = [
             superseded_query(interval_ms, start, self.fio.method, docs)
             for (interval_ms, start), _began, docs in batch
@@ -351,6 +359,29 @@ class FioLatencyJob:
                     stats[percentile_key(p)] = v * scale
                 key = self._key(scope, value, DIR_CODE_NAMES[st.ddir], start, interval_ms)
                 yield latency_document(self.ctx, key, stats, len(merged), created, (ref,))
+
+
+def intervals_query(items: Sequence[tuple[int, int]]) -> dict[str, Any]:
+    """Query for the documents of the intervals ``items`` (``(interval_ms, start_ms)``)."""
+    starts: dict[int, list[int]] = defaultdict(list)
+    for interval_ms, start in items:
+        starts[interval_ms].append(start)
+    return {
+        "bool": {
+            "should": [
+                {
+                    "bool": {
+                        "filter": [
+                            {"term": {"fio.interval.ms": interval_ms}},
+                            {"terms": {"fio.interval.start_ms": sorted(group)}},
+                        ]
+                    }
+                }
+                for interval_ms, group in sorted(starts.items())
+            ],
+            "minimum_should_match": 1,
+        }
+    }
 
 
 def superseded_query(

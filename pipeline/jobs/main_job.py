@@ -56,6 +56,7 @@ from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext, FioSource
 from pipeline.sink.lease import Lease
 from pipeline.sink.rate_documents import pipeline_document, service_rate_document
+from pipeline.sink.search import count as count_docs
 from pipeline.sink.search import delete_by_query, iter_hits, refresh
 from pipeline.sink.sender import AsyncSink
 from pipeline.sink.state_store import JobState
@@ -154,6 +155,7 @@ class MainJob:
             clock=clock,
             refresh=lambda index: refresh(self.client, index),
             delete=lambda index, query: delete_by_query(self.client, index, query),
+            count=lambda index, query: count_docs(self.client, index, query),
         )
         self.peer = self._peer_job(settings, client, clock)
         self.tails: dict[str, Tail] = {}

@@ -96,6 +96,20 @@ def refresh(client: Elasticsearch, index: str) -> None:
         return
 
 
+def count(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
+    """Number of documents of ``index`` matching ``query`` (0 when it does not exist yet).
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
+    try:
+        with _request(f"count in {index}"):
+            resp = client.count(index=index, query=dict(query))
+    except _Missing:
+        return 0
+    return int(resp["count"])
+
+
 def delete_by_query(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
     """Delete the documents matching ``query`` (data streams allow it); returns how many.
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from elasticsearch import ConflictError
 
-from pipeline.jobs.fio_latency import FioLatencyJob, layout_of, sparse_bins
+from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob, layout_of, sparse_bins
 from pipeline.jobs.intervals import DirtyIntervals
-from pipeline.records import Document
+from pipeline.records import Document, LineRef
 from pipeline.reducers.fio_bins import BinLayout
 from pipeline.settings import FioSettings
 from pipeline.sink.documents import DocContext
@@ -170,3 +172,51 @@ def test_due_intervals_are_read_with_one_search_per_batch(tmp_path: Path) -> Non
         alone = [d.source for d in one.compute(1000, start)]
         batched = [d.source for d in emitted if d.source["fio"]["interval"]["start_ms"] == start]
         assert batched == alone and len(alone) == 3 + 4 + 4
+
+
+@pytest.mark.integration
+def test_a_first_merge_deletes_nothing_and_a_fuller_one_supersedes(
+    es_client: Any, tmp_path: Path
+) -> None:
+    import uuid
+
+    from pipeline.sink.search import count, delete_by_query, refresh
+
+    ns = f"sup{uuid.uuid4().hex[:8]}"
+    index = f"metrics-fio.latency-{ns}"
+    hits = [hit("n1", "1", "read", {700: 5})]
+    deletes: list[Any] = []
+
+    def emit(d: Document) -> None:  # as the sink does: a document already there is a 409
+        with contextlib.suppress(ConflictError):
+            es_client.index(index=d.index, id=d.doc_id, document=dict(d.source), op_type="create")
+
+    def delete(idx: str, q: Any) -> int:
+        deletes.append(q)
+        return delete_by_query(es_client, idx, q)
+
+    job = FioLatencyJob(
+        search=lambda index, q, s: list(hits),
+        emit=emit,
+        dirty=DirtyIntervals(tmp_path / "jobs.sqlite", clock=Clock()),
+        fio=FioSettings(settle_s=0),
+        ctx=DocContext(ns, "a"),
+        clock=Clock(),
+        refresh=lambda idx: refresh(es_client, idx),
+        delete=delete,
+        count=lambda idx, q: count(es_client, idx, q),
+    )
+    job.dirty.touch([(1000, 5000)])
+    assert job.run(force=True) == 1
+    first = {d.doc_id for (_n, _b, docs) in job._pending.values() for d in docs}
+    job.acknowledged([LineRef(JOB_KEY, "", 1000, 5000)] * len(first))
+    assert deletes == []  # the interval holds only this merge's documents
+    hits.append(hit("n2", "1", "read", {800: 2}))  # a record arrived late: merge again
+    job.dirty.touch([(1000, 5000)])
+    assert job.run(force=True) == 1
+    second = {d.doc_id for (_n, _b, docs) in job._pending.values() for d in docs}
+    job.acknowledged([LineRef(JOB_KEY, "", 1000, 5000)] * len(second))
+    assert len(deletes) == 1
+    refresh(es_client, index)
+    left = {h["_id"] for h in es_client.search(index=index, size=100)["hits"]["hits"]}
+    assert left == second and first - second  # the fuller merge replaced the first one
