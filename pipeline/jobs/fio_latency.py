@@ -120,14 +120,17 @@ class FioLatencyJob:
     documents but its own (the common case: intervals merged for the first time) skips the
     delete-by-query."""
     _pending: dict[tuple[int, int], tuple[int, float, list[Document]]] = field(default_factory=dict)
+    _settled: dict[tuple[int, int], tuple[float, list[Document]]] = field(default_factory=dict)
     computed: int = 0
 
     def run(self, force: bool = False) -> int:
-        """Compute every due interval; returns how many were computed.
+        """Finish the intervals acknowledged since the last run (:meth:`supersede`), then
+        compute every due interval; returns how many were computed.
 
         When the cluster cannot be read, the rest waits for the next run (nothing is lost: the
         intervals stay in the durable dirty list).
         """
+        self.supersede()
         try:
             return self._run(force)
         except ClusterUnavailable as err:
@@ -136,7 +139,11 @@ class FioLatencyJob:
 
     def _run(self, force: bool) -> int:
         n = 0
-        due = [i for i in self.dirty.due(self.fio.settle_s, force) if i not in self._pending]
+        due = [
+            i
+            for i in self.dirty.due(self.fio.settle_s, force)
+            if i not in self._pending and i not in self._settled
+        ]
         if due:
             self.refresh(stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace))
         batches: dict[int, list[int]] = defaultdict(list)
@@ -161,9 +168,9 @@ class FioLatencyJob:
         return n
 
     def acknowledged(self, refs: Iterable[LineRef]) -> None:
-        """Clear the intervals whose documents are now all acknowledged (after deleting the
-        revisions they supersede, for all of them at once)."""
-        done: list[tuple[tuple[int, int], float, list[Document]]] = []
+        """Note the intervals whose documents are now all acknowledged; the next
+        :meth:`supersede` (every :meth:`run`) deletes the revisions they supersede and clears
+        them, many at once, however the acknowledgements trickle in."""
         for ref in refs:
             item = (ref.line_no, ref.end_offset)
             if item not in self._pending:
@@ -173,7 +180,15 @@ class FioLatencyJob:
                 self._pending[item] = (left - 1, began, docs)
                 continue
             del self._pending[item]
-            done.append((item, began, docs))
+            self._settled[item] = (began, docs)
+
+    def supersede(self) -> int:
+        """Delete the revisions the acknowledged intervals supersede (one refresh, and a count
+        or a delete-by-query, per ``SUPERSEDE_BATCH`` intervals) and clear them from the dirty
+        list; returns how many were cleared. A batch the cluster cannot take now waits for the
+        next call."""
+        done = [(item, began, docs) for item, (began, docs) in self._settled.items()]
+        cleared = 0
         for n in range(0, len(done), SUPERSEDE_BATCH):
             batch = done[n : n + SUPERSEDE_BATCH]
             try:
@@ -183,6 +198,9 @@ class FioLatencyJob:
                 continue
             for item, began, _docs in batch:
                 self.dirty.clear(item, began)
+                del self._settled[item]
+                cleared += 1
+        return cleared
 
     def _supersede(self, batch: Sequence[tuple[tuple[int, int], float, list[Document]]]) -> None:
         """Delete earlier revisions of the intervals' documents: per interval, scope, host, job

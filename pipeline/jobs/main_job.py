@@ -797,6 +797,7 @@ class MainJob:
         self._unidentified.clear()
         self.summary.intervals += self.latency.run(force=True)
         self.sink.flush()
+        self.latency.supersede()
         self.summary.peer_windows += self.peer.run(force=True)
         self.sink.queue.producer_idle(True)
         return self.snapshot()
@@ -856,6 +857,7 @@ class MainJob:
             for w in watchers:
                 w.stop()
             self.sink.flush()
+            self.latency.supersede()
         return self.snapshot()
 
     def _handle(self, events: Sequence[FileEvent], drops: dict[str, DropSettings]) -> None:

@@ -83,6 +83,8 @@ def test_settle_then_compute_then_clear_on_ack(tmp_path: Path) -> None:
     assert cluster_mixed[0].source["fio"]["clat_ns"]["samples"] == 7
     assert job.run() == 0  # in flight: not computed twice
     job.acknowledged([r for d in emitted for r in d.refs])
+    assert job.dirty.count() == 1  # cleared by the next run, with the other acknowledged ones
+    assert job.run() == 0
     assert job.dirty.count() == 0
 
 
@@ -210,12 +212,14 @@ def test_a_first_merge_deletes_nothing_and_a_fuller_one_supersedes(
     assert job.run(force=True) == 1
     first = {d.doc_id for (_n, _b, docs) in job._pending.values() for d in docs}
     job.acknowledged([LineRef(JOB_KEY, "", 1000, 5000)] * len(first))
+    assert job.supersede() == 1
     assert deletes == []  # the interval holds only this merge's documents
     hits.append(hit("n2", "1", "read", {800: 2}))  # a record arrived late: merge again
     job.dirty.touch([(1000, 5000)])
     assert job.run(force=True) == 1
     second = {d.doc_id for (_n, _b, docs) in job._pending.values() for d in docs}
     job.acknowledged([LineRef(JOB_KEY, "", 1000, 5000)] * len(second))
+    assert job.supersede() == 1
     assert len(deletes) == 1
     refresh(es_client, index)
     left = {h["_id"] for h in es_client.search(index=index, size=100)["hits"]["hits"]}
