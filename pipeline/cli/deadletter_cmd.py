@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.errors import ConfigError
@@ -47,15 +48,14 @@ def run(args: argparse.Namespace) -> int:
         for col in ("id", "time", "data stream", "status", "error"):
             docs.add_column(col)
         for n, d in enumerate(dead.iter_documents(), start=1):
-            docs.add_row(
-                f"d{n}", d.timestamp, d.doc.index, str(d.status), f"{d.error_type}: {d.reason}"
-            )
+            error = f"{d.error_type}: {d.reason}"
+            docs.add_row(*_cells(f"d{n}", d.timestamp, d.doc.index, str(d.status), error))
         console.print(docs)
         inputs = Table(title="rejected input")
         for col in ("id", "time", "file:line", "reason"):
             inputs.add_column(col, overflow="fold")
         for n, i in enumerate(dead.iter_inputs(), start=1):
-            inputs.add_row(f"i{n}", i.timestamp, f"{i.path}:{i.line_no}", i.reason)
+            inputs.add_row(*_cells(f"i{n}", i.timestamp, f"{i.path}:{i.line_no}", i.reason))
         console.print(inputs)
         return 0
     if args.action == "show":
@@ -66,6 +66,12 @@ def run(args: argparse.Namespace) -> int:
         sink.close()
     console.print(f"replayed {n} documents")
     return 0
+
+
+def _cells(*values: str) -> list[Text]:
+    """Table cells shown as they are: reasons quote input and Elasticsearch's errors, whose
+    ``[...]`` rich would otherwise take for markup (and drop, or fail on)."""
+    return [Text(v) for v in values]
 
 
 def _show(dead: DeadLetters, ident: str | None) -> int:

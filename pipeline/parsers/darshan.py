@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.limits import MAX_LONG, epoch_problem
 
 DATA_MODULES: tuple[str, ...] = ("POSIX", "MPI-IO", "STDIO")
 """The modules whose records iolens reads: POSIX and STDIO carry the bytes, MPI-IO the
@@ -244,10 +245,12 @@ def parse_darshan_text(lines: Iterable[bytes | str], path: str) -> DarshanLog:
 
     Raises:
         ParseError: not darshan-parser output (no version line), a counter line without eight
-            fields, a rank or record id that is not an integer, or a value that is not a number;
-            the error names the line.
+            fields, a rank that is not a 64-bit integer or a record id not an unsigned one, a
+            value that is not a finite number below 2^63 in magnitude, or a header number out
+            of range (``nprocs``, ``uid``, times outside 1970-9999); the error names the line.
     """
     header: dict[str, str] = {}
+    header_at: dict[str, int] = {}
     rows: dict[str, dict[tuple[int, int], dict[str, float]]] = {}
     order: dict[str, dict[str, None]] = {}
     names: dict[int, str] = {}
@@ -266,8 +269,9 @@ def parse_darshan_text(lines: Iterable[bytes | str], path: str) -> DarshanLog:
             if key == "metadata":
                 k, _, v = value.partition("=")
                 header["meta:" + k.strip()] = v.strip()
-            else:
-                header.setdefault(key, value.strip())
+            elif key not in header:
+                header[key] = value.strip()
+                header_at[key] = n
             continue
         if "darshan log version" not in header:
             raise ParseError(path, n, "not darshan-parser output: no '# darshan log version' line")
@@ -276,15 +280,26 @@ def parse_darshan_text(lines: Iterable[bytes | str], path: str) -> DarshanLog:
             raise ParseError(path, n, f"expected 8 tab-separated fields, found {len(fields)}")
         module, rank_s, id_s, counter, value_s = fields[:5]
         try:
-            rank, rec = int(rank_s), int(id_s)
+            rank, rec = int(rank_s[:64]), int(id_s[:64])
         except ValueError:
+            rank, rec = -(2**64), -1
+        if max(len(rank_s), len(id_s)) > 64:
+            rank, rec = -(2**64), -1
+        if not (-MAX_LONG - 1 <= rank <= MAX_LONG and 0 <= rec < 2**64):
             raise ParseError(
-                path, n, f"rank {rank_s!r} or record id {id_s!r} is not an integer"
-            ) from None
+                path,
+                n,
+                f"rank {rank_s[:40]!r} or record id {id_s[:40]!r} is not a 64-bit integer "
+                "(the id an unsigned one)",
+            )
         try:
             value = float(value_s) if value_s not in ("N/A", "") else -1.0
         except ValueError:
-            raise ParseError(path, n, f"{counter} value {value_s!r} is not a number") from None
+            raise ParseError(path, n, f"{counter} value {value_s[:40]!r} is not a number") from None
+        if not abs(value) < MAX_LONG:
+            raise ParseError(
+                path, n, f"{counter} value {value_s[:40]!r} is not a finite number below 2^63"
+            )
         counts.setdefault(module, set()).add((rank, rec))
         if module == "LUSTRE":
             lustre.setdefault(rec, {})[counter] = value
@@ -298,7 +313,34 @@ def parse_darshan_text(lines: Iterable[bytes | str], path: str) -> DarshanLog:
     if "darshan log version" not in header:
         raise ParseError(path, 1, "not darshan-parser output: no '# darshan log version' line")
     tables = {mod: _table(mod, rows[mod], tuple(order[mod])) for mod in rows}
+    _check_header(path, header, header_at)
     return _log_from_header(path, header, counts, tables, names, _layouts(lustre))
+
+
+def _check_header(path: str, header: dict[str, str], at: dict[str, int]) -> None:
+    """Refuse header numbers the analysis cannot use: ``nprocs`` and ``uid`` that are not
+    whole numbers in ``[0, 2^63)``, times outside 1970-9999, a run time that is not finite.
+
+    Raises:
+        ParseError: naming the header line.
+    """
+    for key in ("nprocs", "uid"):
+        text = header.get(key, "0")
+        digits = text.lstrip("0") or "0"
+        if not (digits.isascii() and digits.isdigit() and len(digits) < 20) or (
+            int(digits) > MAX_LONG
+        ):
+            raise ParseError(path, at[key], f"{key} {text[:40]!r} is not a whole number >= 0")
+    for key in ("start_time", "end_time", "run time"):
+        try:
+            value = float(header.get(key, "0"))
+        except ValueError:
+            continue  # absent: the defaults of _log_from_header apply
+        problem = epoch_problem(value) if key != "run time" else None
+        if key == "run time" and not abs(value) < MAX_LONG:
+            problem = "not a finite number"
+        if problem is not None:
+            raise ParseError(path, at[key], f"{key} {header[key][:40]!r} is {problem}")
 
 
 def _table(

@@ -180,12 +180,20 @@ def load_event_schema(path: Path) -> EventSchema:
     """The event schema in the YAML file ``path``.
 
     Raises:
-        ConfigError: unreadable, not YAML, or not a valid schema (naming the keys).
+        ConfigError: unreadable, not UTF-8, not YAML (read with ``yaml.safe_load``: tags that
+            would build Python objects are refused), nested too deeply, or not a valid schema
+            (naming the keys).
     """
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
         raise ConfigError(f"event schema {path}: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"event schema {path}: not UTF-8 text ({err.reason} at byte {err.start})"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"event schema {path}: not valid YAML: nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"event schema {path}: a mapping with 'events' is expected")
     return event_schema(data, str(path))

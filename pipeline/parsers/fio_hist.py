@@ -85,7 +85,8 @@ def row_from_fields(
     """Validate one parsed line and keep its non-empty bins.
 
     Raises:
-        ParseError: wrong bin count for the layout, negative values, or a ddir other than 0-2.
+        ParseError: wrong bin count for the layout, a negative timestamp, block size or bin
+            count, or a ddir other than 0-2.
     """
     nbins = fields.size - HEADER_FIELDS
     if nbins != layout.nbins:
@@ -104,6 +105,8 @@ def row_from_fields(
         raise ParseError(path, line_no, f"a value is out of range (>= 2^53): {int(fields.max())}")
     if ddir not in (0, 1, 2):
         raise ParseError(path, line_no, f"ddir {ddir} is not 0 (read), 1 (write) or 2 (trim)")
+    if bs < 0:
+        raise ParseError(path, line_no, f"negative block size {bs} (fio writes it unsigned)")
     bins = fields[HEADER_FIELDS:]
     nz = np.flatnonzero(bins)
     counts = bins[nz]

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.limits import MAX_EXACT, MAX_LONG, epoch_problem
 from pipeline.parsers.table import HeaderedLines
 
 REQUIRED: tuple[str, ...] = ("TIMESTAMP", "OST_NAME", "READ_BYTES", "WRITE_BYTES")
@@ -103,45 +104,53 @@ def parse_timestamp(text: str, tz: tzinfo = UTC) -> float:
     """Unix seconds from an LMT ``TIMESTAMP``: ``2018-04-18 07:35:15`` in ``tz``, or Unix s.
 
     Raises:
-        ValueError: neither form.
+        ValueError: neither form, or a time before 1970 or beyond the year 9999.
     """
     text = text.strip()
     try:
         value = float(text)
     except ValueError:
-        pass
-    else:
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"not a timestamp: {text!r}")
-        return value
-    try:
-        when = datetime.strptime(text, "%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        raise ValueError(
-            f"not a timestamp: {text!r} (expected YYYY-MM-DD HH:MM:SS or Unix seconds)"
-        ) from None
-    return when.replace(tzinfo=tz).timestamp()
+        try:
+            when = datetime.strptime(text, "%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            raise ValueError(
+                f"not a timestamp: {text[:40]!r} (expected YYYY-MM-DD HH:MM:SS or Unix seconds)"
+            ) from None
+        try:
+            value = when.replace(tzinfo=tz).timestamp()
+        except (OverflowError, ValueError):
+            value = math.nan
+    problem = epoch_problem(value)
+    if problem is not None:
+        raise ValueError(f"not a timestamp: {text[:40]!r} is {problem}")
+    return value
 
 
 def _count(text: str, name: str) -> int:
-    """A byte or KiB count: a whole number >= 0 (``123`` or ``123.0``)."""
+    """A byte or KiB count: a whole number in ``[0, 2^63)`` (``123`` or ``123.0``; LMT's
+    counters are 64-bit, and Elasticsearch stores them as ``long``)."""
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{name} is not a number: {text!r}") from None
+        raise ValueError(f"{name} is not a number: {text[:40]!r}") from None
     if not math.isfinite(value) or value < 0 or value != int(value):
-        raise ValueError(f"{name} must be a whole number >= 0, got {text!r}")
-    return int(text) if text.isdigit() else int(value)
+        raise ValueError(f"{name} must be a whole number >= 0, got {text[:40]!r}")
+    count = int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else int(value)
+    if count > MAX_LONG:
+        raise ValueError(f"{name} is out of range (>= 2^63): {text[:40]!r}")
+    return count
 
 
 def _percent(text: str, name: str) -> float:
-    """A percentage: a finite number >= 0."""
+    """A percentage: a finite number in ``[0, 2^53)``."""
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{name} is not a number: {text!r}") from None
+        raise ValueError(f"{name} is not a number: {text[:40]!r}") from None
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {text!r}")
+        raise ValueError(f"{name} must be a finite number >= 0, got {text[:40]!r}")
+    if value >= MAX_EXACT:
+        raise ValueError(f"{name} is out of range (>= 2^53): {text[:40]!r}")
     return value
 
 

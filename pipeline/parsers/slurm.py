@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.limits import MAX_EXACT, epoch_digits, epoch_problem
 from pipeline.parsers.table import HeaderedLines
 
 SACCT_FORMAT = (
@@ -229,7 +230,7 @@ def parse_elapsed(text: str) -> float:
     (``TotalCPU``) as ``MM:SS.mmm`` below an hour (sacct(1), "Job Accounting Fields").
 
     Raises:
-        ValueError: not a duration.
+        ValueError: not a duration, or one of 2^53 s or more.
     """
     days, sep, clock = text.strip().rpartition("-")
     if sep and not days.isdigit():
@@ -247,7 +248,13 @@ def parse_elapsed(text: str) -> float:
         raise ValueError(f"not a duration: {text!r}") from None
     if not math.isfinite(seconds) or seconds < 0 or parts[2].startswith(("+", "-")):
         raise ValueError(f"not a duration: {text!r}")
-    return (int(days or 0) * 24 + int(parts[0])) * 3600 + int(parts[1]) * 60 + seconds
+    try:
+        whole = (int(days or 0) * 24 + int(parts[0])) * 3600 + int(parts[1]) * 60
+    except ValueError:  # more digits than int() converts
+        raise ValueError(f"duration out of range: {text[:40]!r}") from None
+    if whole >= MAX_EXACT or whole + seconds >= MAX_EXACT:
+        raise ValueError(f"duration out of range: {text[:40]!r}")
+    return whole + seconds
 
 
 def parse_time(text: str, tz: tzinfo = UTC) -> float | None:
@@ -257,22 +264,29 @@ def parse_time(text: str, tz: tzinfo = UTC) -> float | None:
     (``...+02:00``) keeps that offset.
 
     Raises:
-        ValueError: anything else.
+        ValueError: anything else, or a time before 1970 or beyond the year 9999.
     """
     text = text.strip()
     if text.lower() in NO_TIME:
         return None
-    if text.isdigit():
-        return float(text)
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"not a sacct time: {text!r}") from None
-    if "T" not in text:
-        raise ValueError(f"not a sacct time: {text!r}")
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=tz)
-    return when.timestamp()
+    seconds = epoch_digits(text)
+    if seconds is None:
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"not a sacct time: {text[:40]!r}") from None
+        if "T" not in text:
+            raise ValueError(f"not a sacct time: {text[:40]!r}")
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=tz)
+        try:
+            seconds = when.timestamp()
+        except (OverflowError, ValueError):
+            seconds = math.nan
+    problem = epoch_problem(seconds)
+    if problem is not None:
+        raise ValueError(f"time {text[:40]!r} is {problem}")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -337,9 +351,12 @@ def is_header(line: str) -> bool:
 def _int(value: str | None, name: str) -> int | None:
     if value is None or value == "":
         return None
-    if not value.isdigit():
-        raise ValueError(f"{name} is not a whole number >= 0: {value!r}")
-    return int(value)
+    if not (value.isascii() and value.isdigit()):
+        raise ValueError(f"{name} is not a whole number >= 0: {value[:40]!r}")
+    digits = value.lstrip("0") or "0"
+    if len(digits) > 16 or int(digits) >= MAX_EXACT:
+        raise ValueError(f"{name} is out of range (>= 2^53): {value[:40]!r}")
+    return int(digits)
 
 
 def parse_row(

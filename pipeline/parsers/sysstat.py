@@ -49,6 +49,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.limits import MAX_EXACT, epoch_digits, epoch_problem
 from pipeline.parsers.table import HeaderedLines
 from pipeline.records import DiskSample, RestartMark
 
@@ -86,6 +87,9 @@ OPTIONAL_FIELDS = frozenset({"discard_kb_per_s"})
 
 RESTART = "LINUX-RESTART"
 COMMENT = "COM "
+
+MAX_INTERVAL_S = 2**31 - 1
+"""Longest interval a row may report, s (68 years: more is a damaged field)."""
 
 
 def sadf_command(
@@ -158,11 +162,16 @@ def parse_timestamp(text: str, path: str, line_no: int) -> float:
     """Unix seconds from a sadf timestamp: ``1795320862`` (``-U``) or ``2026-11-22 04:14:22 UTC``.
 
     Raises:
-        ParseError: local time (no ``UTC``: ``-T``/``-t``) or not a timestamp.
+        ParseError: local time (no ``UTC``: ``-T``/``-t``), not a timestamp, or a Unix time
+            beyond the year 9999.
     """
     text = text.strip()
-    if text.isdigit():
-        return float(int(text))
+    seconds = epoch_digits(text)
+    if seconds is not None:
+        problem = epoch_problem(seconds)
+        if problem is not None:
+            raise ParseError(path, line_no, f"timestamp {text[:40]!r} is {problem}")
+        return seconds
     if not text.endswith(" UTC"):
         raise ParseError(
             path,
@@ -184,14 +193,19 @@ def _number(text: str, name: str, path: str, line_no: int) -> float:
         raise ParseError(path, line_no, f"{name} is not a number: {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise ParseError(path, line_no, f"{name} must be a finite number >= 0, got {text!r}")
+    if value >= MAX_EXACT:
+        raise ParseError(path, line_no, f"{name} is out of range (>= 2^53): {text[:40]!r}")
     return value
 
 
 def _interval(text: str, path: str, line_no: int) -> int:
     try:
-        return int(text)
-    except ValueError:
-        raise ParseError(path, line_no, f"interval is not an integer: {text!r}") from None
+        interval = int(text)
+    except ValueError:  # not an integer, or more digits than int() converts
+        raise ParseError(path, line_no, f"interval is not an integer: {text[:40]!r}") from None
+    if interval > MAX_INTERVAL_S:
+        raise ParseError(path, line_no, f"interval {text[:40]!r} s is out of range (> 2^31 - 1)")
+    return interval
 
 
 def parse_row(
@@ -321,6 +335,8 @@ def _json_disk(
             raise ParseError(path, 0, f"{where}: {field_name} is not a number: {value!r}")
         if not math.isfinite(value) or value < 0:
             raise ParseError(path, 0, f"{where}: {field_name} must be finite and >= 0: {value}")
+        if value >= MAX_EXACT:
+            raise ParseError(path, 0, f"{where}: {field_name} is out of range (>= 2^53): {value}")
         values[field_name] = float(value) * factor
     return DiskSample(
         host=host,
@@ -345,8 +361,14 @@ def _json_statistic(
     stamp = stat.get("timestamp")
     end_s = _json_time(stamp, where, path)
     interval = stamp.get("interval") if isinstance(stamp, Mapping) else None
-    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
-        raise ParseError(path, 0, f"{where}: interval must be an integer >= 1, got {interval!r}")
+    if (
+        isinstance(interval, bool)
+        or not isinstance(interval, int)
+        or not 1 <= interval <= MAX_INTERVAL_S
+    ):
+        raise ParseError(
+            path, 0, f"{where}: interval must be an integer in [1, 2^31 - 1], got {interval!r}"
+        )
     disks = stat.get("disk")
     if not isinstance(disks, list):
         raise ParseError(path, 0, f"{where}: no 'disk' array (convert with sadf -j -- -d)")
@@ -414,7 +436,12 @@ def parse_sadf_json(data: bytes, path: str) -> Iterator[SysstatRecord | ParseErr
         yield ParseError(path, 0, f"not UTF-8 text: {err.reason}")
         return
     except json.JSONDecodeError as err:
-        yield ParseError(path, err.lineno, f"invalid JSON: {err.msg} (column {err.colno})")
+        yield ParseError(
+            path, err.lineno, f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
+        )
+        return
+    except RecursionError:
+        yield ParseError(path, 0, "invalid JSON: nested too deeply (not sadf -j output)")
         return
     top = doc.get("sysstat") if isinstance(doc, dict) else None
     hosts = top.get("hosts") if isinstance(top, dict) else None

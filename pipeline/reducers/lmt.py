@@ -15,7 +15,10 @@ the interval ``[prev.ts_s, cur.ts_s)`` with
 
 The first sample of an OST only primes its state. A sample not later than the OST's last one
 (a duplicate or out-of-order row) is skipped, logged and counted in
-:attr:`OstDeltaReducer.skipped`. The state (last sample per OST) is a small JSON-able dict, so
+:attr:`OstDeltaReducer.skipped`; :meth:`OstDeltaReducer.refusal` says beforehand why a sample
+would be skipped, so that a shipper can keep the row in the dead-letter area. An exact repeat
+of an OST's last sample (overlapping exports appended to one file) carries nothing new and is
+not refused. The state (last sample per OST) is a small JSON-able dict, so
 a tailing shipper can persist it with its file offset and resume (:meth:`OstDeltaReducer.state`,
 :meth:`OstDeltaReducer.from_state`).
 """
@@ -28,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.parsers.limits import utc_text
 from pipeline.parsers.lmt import LmtSample, split_ost_name
 
 log = logging.getLogger(__name__)
@@ -101,6 +105,30 @@ class OstDeltaReducer:
         self._last: dict[str, _Last] = {}
         self.skipped: dict[str, int] = {"duplicate": 0, "out_of_order": 0}
         """Samples skipped since construction, by reason (not part of :meth:`state`)."""
+
+    def refusal(self, sample: LmtSample) -> str | None:
+        """Why :meth:`add` would skip ``sample``, or None when it takes it.
+
+        A sample earlier than its OST's last one (out of order: a clock step back or rows of
+        an older export), or at the same time with other counters, is refused with a reason
+        naming the OST and both times. An exact repeat of the last sample is not refused: it
+        is skipped as a duplicate that carries nothing new.
+        """
+        prev = self._last.get(sample.ost_name)
+        if prev is None or sample.ts_s > prev.ts_s:
+            return None
+        if sample.ts_s == prev.ts_s:
+            if (sample.read_bytes, sample.write_bytes) == (prev.read_bytes, prev.write_bytes):
+                return None
+            return (
+                f"{sample.ost_name} sampled twice at {utc_text(sample.ts_s)} with other counters "
+                f"(read {sample.read_bytes} / write {sample.write_bytes} bytes, first "
+                f"{prev.read_bytes} / {prev.write_bytes}): the first one is kept"
+            )
+        return (
+            f"{sample.ost_name} sample at {utc_text(sample.ts_s)} is out of order: the OST's last "
+            f"sample is at {utc_text(prev.ts_s)} (a clock step back, or an older export's rows?)"
+        )
 
     def add(self, sample: LmtSample) -> OstInterval | None:
         """Take one sample; return the interval it closes, or None (first sample of its OST,

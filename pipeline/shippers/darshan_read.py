@@ -21,6 +21,7 @@ import numpy as np
 from pipeline.errors import ConfigError
 from pipeline.parsers.darshan import DATA_MODULES, DarshanLog, Layout, ModuleTable
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.limits import epoch_problem
 
 
 def _darshan() -> Any:
@@ -48,7 +49,8 @@ def read_darshan(path: str | os.PathLike[str]) -> DarshanLog:
 
     Raises:
         ParseError: darshan-util cannot open or decode it (not a Darshan log, truncated, a
-            format older than 3.0); line 0 stands for the whole file.
+            format older than 3.0, a damaged region, job times outside 1970-9999); line 0
+            stands for the whole file.
         ConfigError: the darshan package is not installed.
     """
     name = os.fspath(path)
@@ -63,7 +65,10 @@ def read_darshan(path: str | os.PathLike[str]) -> DarshanLog:
     except Exception as err:  # darshan-util reports damage as assorted errors
         raise ParseError(name, 0, f"Darshan log could not be decoded: {err}") from None
     finally:
-        backend.log_close(log)
+        # darshan-util closes (frees) the handle itself when the name records cannot be read;
+        # closing it again would free it twice
+        if not log.get(_CLOSED):
+            backend.log_close(log)
 
 
 def _backend() -> Any:
@@ -73,18 +78,36 @@ def _backend() -> Any:
     return cffi_backend
 
 
+_CLOSED = "iolens_closed"
+"""Key set in pydarshan's log dict once darshan-util has closed the handle itself."""
+
+
 def _read(backend: Any, log: Any, name: str) -> DarshanLog:
+    """Everything :func:`read_darshan` reads; each darshan-util call that reports an error
+    raises :class:`ParseError`. The name records come last: when darshan-util cannot read
+    them it closes the handle (``darshan_log_get_name_records``), so nothing may use it after.
+    """
+    ffi, lib = backend.ffi, backend.libdutil
+    if lib.darshan_log_get_job(log["handle"], ffi.new("struct darshan_job *")) < 0:
+        raise ParseError(name, 0, "the Darshan log's job record is damaged")
     meta = backend.log_get_job(log)
+    exe = ffi.new("char[]", 4096)
+    if lib.darshan_log_get_exe(log["handle"], exe) < 0:
+        raise ParseError(name, 0, "the Darshan log's command line is damaged")
     modules: dict[str, Any] = backend.log_get_modules(log)
     tables: dict[str, ModuleTable] = {}
     for mod in DATA_MODULES:
         if mod in modules:
-            tables[mod] = _module(backend, log, mod, modules[mod]["idx"])
-    layouts = _lustre(backend, log, modules["LUSTRE"]["idx"]) if "LUSTRE" in modules else {}
+            tables[mod] = _module(backend, log, mod, modules[mod]["idx"], name)
+    layouts = _lustre(backend, log, modules["LUSTRE"]["idx"], name) if "LUSTRE" in modules else {}
     ids = {int(i) for t in tables.values() for i in t.ids.tolist()}
-    names = {i: n for i, n in _names(backend, log).items() if i in ids}
+    names = {i: n for i, n in _names(backend, log, name).items() if i in ids}
     start = meta["start_time_sec"] + meta.get("start_time_nsec", 0) / 1e9
     end = meta["end_time_sec"] + meta.get("end_time_nsec", 0) / 1e9
+    for what, t in (("start", start), ("end", end)):
+        problem = epoch_problem(float(t))
+        if problem is not None:
+            raise ParseError(name, 0, f"the job's {what} time ({t:g} s) is {problem}")
     extra = meta.get("metadata", {}) or {}
     return DarshanLog(
         path=name,
@@ -95,7 +118,7 @@ def _read(backend: Any, log: Any, name: str) -> DarshanLog:
         start_s=float(start),
         end_s=float(end),
         run_time_s=float(meta["run_time"]),
-        exe=str(backend.log_get_exe(log)).strip(),
+        exe=ffi.string(exe).decode("utf-8", "replace").strip(),
         lib_ver=str(extra.get("lib_ver", "")),
         hints=str(extra.get("h", "")),
         modules={m: len(tables[m]) if m in tables else 0 for m in modules}
@@ -115,12 +138,16 @@ STRUCTS = {
 """darshan-util's record struct of each module read."""
 
 
-def _module(backend: Any, log: Any, mod: str, idx: int) -> ModuleTable:
+def _module(backend: Any, log: Any, mod: str, idx: int, name: str) -> ModuleTable:
     """Every record of one module, copied whole into one buffer and viewed as arrays.
 
     A record is ``{id u64, rank i64, counters i64[C], fcounters f64[F]}`` without padding
     (darshan-util's ``struct darshan_<mod>_file``); darshan-util fills the buffer it is given,
     so one is allocated for the module and reused for every record.
+
+    Raises:
+        ParseError: darshan-util reports an error (a damaged or cut module region) rather
+            than the end of the records.
     """
     ffi, lib = backend.ffi, backend.libdutil
     cnames = tuple(backend.counter_names(mod))
@@ -144,11 +171,13 @@ def _module(backend: Any, log: Any, mod: str, idx: int) -> ModuleTable:
     get, raw, handle = lib.darshan_log_get_record, ffi.buffer, log["handle"]
     chunks: list[bytes] = []
     try:
-        while get(handle, idx, buf) >= 1:
+        while (got := get(handle, idx, buf)) >= 1:
             chunks.append(raw(buf[0], size)[:])
     finally:
         if buf[0] != ffi.NULL:
             lib.darshan_free(buf[0])
+    if got < 0:
+        raise ParseError(name, 0, f"the Darshan log's {mod} records are damaged or cut")
     recs = np.frombuffer(b"".join(chunks), dtype=layout)
     return ModuleTable(
         mod,
@@ -169,7 +198,7 @@ _LUSTRE_HEAD = np.dtype(
 _NO_COMPONENT = bytes(16)
 
 
-def _lustre(backend: Any, log: Any, idx: int) -> dict[int, Layout]:
+def _lustre(backend: Any, log: Any, idx: int, name: str) -> dict[int, Layout]:
     """Lustre layouts by record id: the first component's stripe size and count (its first
     two counters; 0 without a component), and the OSTs of all components (``num_stripes`` ids
     in ``ost_ids``, negative ids left out; darshan-util 3.5 presents older records as one
@@ -196,7 +225,7 @@ def _lustre(backend: Any, log: Any, idx: int) -> dict[int, Layout]:
     heads: list[bytes] = []
     comps: list[bytes] = []
     osts: list[bytes] = []
-    while get(handle, idx, buf) >= 1:
+    while (got := get(handle, idx, buf)) >= 1:
         rec = typed[0]
         heads.append(raw(rec, _LUSTRE_HEAD.itemsize)[:])
         comps.append(raw(rec.comps, 16)[:] if rec.num_comps > 0 else _NO_COMPONENT)
@@ -205,6 +234,8 @@ def _lustre(backend: Any, log: Any, idx: int) -> dict[int, Layout]:
             osts.append(raw(rec.ost_ids, 8 * n)[:])
         free(buf[0])
         buf[0] = null
+    if got < 0:
+        raise ParseError(name, 0, "the Darshan log's LUSTRE records are damaged or cut")
     head = np.frombuffer(b"".join(heads), dtype=_LUSTRE_HEAD)
     first = np.frombuffer(b"".join(comps), dtype="<i8").reshape(-1, 2).clip(0)
     ost = np.frombuffer(b"".join(osts), dtype="<i8")
@@ -228,22 +259,30 @@ def _lustre(backend: Any, log: Any, idx: int) -> dict[int, Layout]:
     return out
 
 
-def _names(backend: Any, log: Any) -> dict[int, str]:
+def _names(backend: Any, log: Any, name: str) -> dict[int, str]:
     """Record id -> name, for every name record of the log (darshan-util's
-    ``darshan_log_get_name_records``; what pydarshan's ``log_get_name_records`` returns)."""
+    ``darshan_log_get_name_records``; what pydarshan's ``log_get_name_records`` returns).
+
+    Raises:
+        ParseError: the name records cannot be read. darshan-util has then closed the handle
+            itself (it leaves the output array unset, which is how this is told): the log is
+            marked so that it is not closed twice.
+    """
     ffi, lib = backend.ffi, backend.libdutil
     nrecs = ffi.new("struct darshan_name_record **")
     cnt = ffi.new("int *")
     lib.darshan_log_get_name_records(log["handle"], nrecs, cnt)
+    if nrecs[0] == ffi.NULL:
+        log[_CLOSED] = True
+        raise ParseError(name, 0, "the Darshan log's file names are damaged or cut")
     arr, string, free = nrecs[0], ffi.string, lib.darshan_free
     out: dict[int, str] = {}
     try:
         for i in range(cnt[0]):
             rec = arr[i]
-            name = rec.name
-            out[rec.id] = string(name).decode("utf-8", "replace")
-            free(name)
+            text = rec.name
+            out[rec.id] = string(text).decode("utf-8", "replace")
+            free(text)
     finally:
-        if cnt[0]:
-            free(arr)
+        free(arr)
     return out

@@ -37,6 +37,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.event_schema import EventSchema
 from pipeline.parsers.events import Event, parse_event_line
@@ -363,9 +365,11 @@ class EventsTail:
 
 
 def _last_ts(chunk: TailChunk) -> int | None:
+    """The ``ts`` of the chunk's last line that has one (orjson: a line nested deeper than
+    1024 levels is an error like any line that is not JSON, never a RecursionError)."""
     for raw in reversed(chunk.lines):
         try:
-            ts = json.loads(raw).get("ts")
+            ts = orjson.loads(raw).get("ts")
         except (ValueError, AttributeError):
             continue
         if isinstance(ts, int):

@@ -6,18 +6,31 @@ document refers to every line whose sample it holds, and a line is acknowledged 
 document is. The registry therefore never commits past a line whose interval is still open:
 after a restart those lines are read again and the interval is rebuilt whole (a document that
 was already indexed comes back as a 409: its id is host, device and interval end).
+
+Bad input goes to the dead-letter area: a bad CSV line as itself; a sample whose time overlaps
+time of its device already read (the clock stepped back, rows repeated or out of order) too,
+since its interval would get the id of a document already indexed and be dropped as a
+duplicate. Time a clock jumped over is not covered, so samples that fill it are indexed. A
+whole-file input (sadc, ``sadf -j``) that cannot be read at all (sadf refuses it: truncated,
+damaged, of another sysstat version; invalid JSON) is quarantined whole; its rejected parts
+are kept as one dead letter whose reason names each part (JSON path, or line of sadf's output)
+while its good records are indexed. A ``sadf -j`` file cut before the end of its document is
+kept as such a dead letter (it may still be being written) and read again when it grows.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
+import os
 from collections import defaultdict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.limits import utc_text
 from pipeline.parsers.sysstat import SadfCsvParser, parse_sadf_csv, parse_sadf_json
 from pipeline.records import DiskSample, Document, LineRef, RestartMark
 from pipeline.reducers.downsample import Downsampler
@@ -57,6 +70,8 @@ class SysstatTail:
     _refs: dict[tuple[str, str], deque[tuple[float, LineRef]]] = field(
         default_factory=lambda: defaultdict(deque)
     )
+    _covered: dict[tuple[str, str], Coverage] = field(default_factory=dict)
+    _rejection: ParseError | None = None
 
     @property
     def compressed(self) -> bool:
@@ -79,13 +94,27 @@ class SysstatTail:
         self.offset = self.line_no = 0
         self._parser, self._down = None, None
         self._refs.clear()
+        self._covered.clear()
+        self._rejection = None
         self.snapshots.clear()
         self.exhausted = False
 
     def read(self, max_bytes: int) -> TailChunk:
-        """The next complete lines; a whole-file input is converted and returned at once."""
+        """The next complete lines; a whole-file input is converted and returned at once.
+
+        A sadc file sadf refuses is returned as one pseudo-line whose :meth:`process` raises
+        sadf's :class:`ParseError`, so the caller quarantines the file like any unreadable one.
+        """
         if self.kind == "sadc":
-            return _whole(convert_sadc(self.path), self.offset)
+            try:
+                data = convert_sadc(self.path)
+            except ParseError as err:
+                if self.offset > 0:
+                    return TailChunk((), (), self.offset)
+                self._rejection = err
+                size = max(os.stat(self.path).st_size, 1)
+                return TailChunk((b"",), (size,), size)
+            return _whole(data, self.offset)
         if self.compressed:
             with open(self.path, "rb") as fh:
                 return _whole(fh.read(), self.offset)
@@ -99,7 +128,14 @@ class SysstatTail:
         """Parse, downsample and turn finished intervals into documents, line by line.
 
         A whole-file input is flushed at its end (its last interval is complete).
+
+        Raises:
+            ParseError: a whole-file input that cannot be read at all (the caller quarantines
+                the file).
         """
+        if self._rejection is not None:
+            err, self._rejection = self._rejection, None
+            raise err
         if self._parser is None:
             self._parser = SadfCsvParser(self.path)
         if self._down is None:
@@ -117,26 +153,79 @@ class SysstatTail:
     def _process_whole(
         self, chunk: TailChunk, ctx: DocContext, created_ms: float
     ) -> Iterator[LineResult]:
+        """All of a whole-file input: its documents, and its rejected parts as one dead letter.
+
+        The dead letter comes first, as its own pseudo-line: its line is the first rejected
+        line of the file (1 when the place is a JSON path or a line of sadf's output; the
+        reason names the place in any case). The documents follow on the pseudo-line of the
+        whole file. A JSON file whose document does not end (cut, or still being written) is
+        such a dead letter too, not quarantined: when it changes it is read again, whole.
+        Samples are checked for overlaps within the file only, since a file that changed is
+        read again whole.
+
+        Raises:
+            ParseError: nothing in the file could be read (the caller quarantines it).
+        """
         data = b"\n".join(chunk.lines)
         records: list[DiskSample | RestartMark | ParseError]
+        first_line = self.line_no + 1
+        raw: list[bytes] = []
+        self._covered.clear()
+        unfinished = False
         if self.kind == "sadf" and data.lstrip()[:1] == b"{":
             records = list(parse_sadf_json(data, self.path))
+            unfinished = not data.rstrip().endswith(b"}")
         else:
-            records = list(parse_sadf_csv(chunk.lines, self.path, self.line_no + 1))
-        self.line_no += len(chunk.lines)
-        self.offset = chunk.next_offset
-        ref = LineRef(self.key, self.path, self.line_no, chunk.next_offset)
+            records = list(parse_sadf_csv(chunk.lines, self.path, first_line))
+            bad_at = [r.line_no - first_line for r in records if isinstance(r, ParseError)]
+            raw = [chunk.lines[i] for i in bad_at]
+            if self.kind == "sadc":
+                records = [_from_sadf(r) if isinstance(r, ParseError) else r for r in records]
+        records = [self._unread(r, self.path, 0) for r in records]
         errors = [r for r in records if isinstance(r, ParseError)]
-        for err in errors:
-            log.warning("%s (skipped)", err)
+        good = [r for r in records if not isinstance(r, ParseError)]
+        if errors and not good and not unfinished:
+            raise _combined(self.path, errors)
+        read_before, self.line_no = self.line_no, self.line_no + len(chunk.lines)
+        self.offset = chunk.next_offset
+        if errors:
+            err = _combined(self.path, errors)
+            # a file read again (it changed) goes on counting lines after its first reading
+            at = max(err.line_no, 1, read_before + 1)
+            bad_ref = LineRef(self.key, self.path, at, chunk.next_offset - 1)
+            self.line_no = max(self.line_no, bad_ref.line_no + 1)
+            self.snapshots[bad_ref.end_offset] = ""
+            yield LineResult(bad_ref, bad=BadLine(bad_ref, b"\n".join(raw), err))
+        ref = LineRef(self.key, self.path, self.line_no, chunk.next_offset)
         assert self._down is not None
         docs: list[Document] = []
-        for r in records:
-            if not isinstance(r, ParseError):
-                docs += [diskio_document(ctx, s, (ref,), created_ms) for s in self._down.add(r)]
+        for r in good:
+            docs += [diskio_document(ctx, s, (ref,), created_ms) for s in self._down.add(r)]
         docs += [diskio_document(ctx, s, (ref,), created_ms) for s in self._down.flush()]
         self.snapshots[chunk.next_offset] = ""
         yield LineResult(ref, tuple(docs))
+
+    def _unread(
+        self, rec: DiskSample | RestartMark | ParseError, path: str, line_no: int
+    ) -> DiskSample | RestartMark | ParseError:
+        """``rec``, or a :class:`ParseError` for a sample whose time overlaps time of its
+        device read before: its interval would get the id of a document already indexed (the
+        clock stepped back, rows repeated or out of order)."""
+        if not isinstance(rec, DiskSample):
+            return rec
+        covered = self._covered.setdefault((rec.host, rec.device), Coverage())
+        start = rec.end_s - rec.interval_s
+        overlap = covered.overlap(start, rec.end_s)
+        if overlap is not None:
+            return ParseError(
+                path,
+                line_no,
+                f"{rec.host}/{rec.device} sample of {utc_text(start)} to {utc_text(rec.end_s)} "
+                f"overlaps the time from {utc_text(overlap[0])} to {utc_text(overlap[1])} read "
+                "before (the clock stepped back, or rows repeated or out of order)",
+            )
+        covered.add(start, rec.end_s)
+        return rec
 
     def _line_result(
         self,
@@ -148,6 +237,7 @@ class SysstatTail:
     ) -> LineResult:
         assert self._down is not None
         self.snapshots[ref.end_offset] = self.cursor() or ""
+        records = [self._unread(r, ref.path, ref.line_no) for r in records]
         bad = next((r for r in records if isinstance(r, ParseError)), None)
         if bad is not None:
             return LineResult(ref, bad=BadLine(ref, raw, bad))
@@ -183,3 +273,52 @@ def _whole(data: bytes, offset: int) -> TailChunk:
         if lines
         else TailChunk((), (), offset)
     )
+
+
+def _from_sadf(err: ParseError) -> ParseError:
+    """An error in the CSV sadf made of a sadc file: the binary file has no lines, so the
+    reason names the line of sadf's output and the error none (0)."""
+    return ParseError(err.path, 0, f"line {err.line_no} of sadf's output: {err.reason}")
+
+
+def _combined(path: str, errors: list[ParseError]) -> ParseError:
+    """One error for the rejected parts of a whole-file input: the first one's line, and
+    every part's reason (a JSON path or line names each place)."""
+    if len(errors) == 1:
+        return errors[0]
+    reasons = "; ".join(e.reason for e in errors)
+    return ParseError(path, errors[0].line_no, f"{len(errors)} parts rejected: {reasons}")
+
+
+class Coverage:
+    """Time spans ``(start, end]`` (Unix seconds) already read for one device, merged.
+
+    Samples normally come in order and each starts where the previous one ended, so the spans
+    merge into one; a clock jump leaves a gap, which samples may still fill.
+    """
+
+    def __init__(self) -> None:
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+
+    def overlap(self, start: float, end: float) -> tuple[float, float] | None:
+        """A span read before that overlaps ``(start, end]``, or None."""
+        i = bisect.bisect_left(self._starts, end)
+        if i > 0 and self._ends[i - 1] > start:
+            return self._starts[i - 1], self._ends[i - 1]
+        return None
+
+    def add(self, start: float, end: float) -> None:
+        """Record ``(start, end]`` (it overlaps no span: see :meth:`overlap`), merging it with
+        the spans it touches."""
+        i = bisect.bisect_left(self._starts, start)
+        if i > 0 and self._ends[i - 1] >= start:
+            i -= 1
+            start = self._starts[i]
+        else:
+            self._starts.insert(i, start)
+            self._ends.insert(i, end)
+        self._ends[i] = max(self._ends[i], end)
+        if i + 1 < len(self._starts) and self._starts[i + 1] <= self._ends[i]:
+            self._ends[i] = max(self._ends[i], self._ends.pop(i + 1))
+            self._starts.pop(i + 1)

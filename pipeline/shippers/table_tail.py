@@ -4,9 +4,11 @@ Both are tables with a header line, appended to by periodic exports, so they are
 line (only complete lines). Each Slurm row becomes a ``logs-slurm.job`` document; each LMT row
 is one OST's cumulative counters at one time step, which the per-OST reducer
 (:class:`pipeline.reducers.lmt.OstDeltaReducer`) turns into the interval since that OST's
-previous row: a ``metrics-lmt.ost`` document. The cursor stored with each committed line holds
-the header in force and, for LMT, every OST's last counters, so a restart continues exactly
-there; a document derives from one line only, and its deterministic id makes a replay a 409.
+previous row: a ``metrics-lmt.ost`` document. A row earlier than its OST's previous one (a
+clock step back, rows of an older export) closes no interval, so it is kept in the dead-letter
+area with both times. The cursor stored with each committed line holds the header in force
+and, for LMT, every OST's last counters, so a restart continues exactly there; a document
+derives from one line only, and its deterministic id makes a replay a 409.
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ class TableTail:
                 elif isinstance(rec, SlurmJob):
                     docs.append(slurm_job_document(ctx, rec, (ref,), created_ms))
                 elif isinstance(rec, LmtSample):
+                    refused = self._reducer.refusal(rec)
+                    if refused is not None:
+                        bad = ParseError(self.path, self.line_no, refused)
+                        continue
                     iv = self._reducer.add(rec)
                     if iv is not None:
                         docs.append(lmt_ost_document(ctx, iv, (ref,), created_ms))

@@ -196,3 +196,156 @@ def test_good_lines_around_bad_ones_still_parse() -> None:
         return (r.time_ms, r.ddir, r.bs, r.bin_idx.tolist(), r.counts.tolist())
 
     assert [key(r) for r in (out[0], out[3], out[5])] == [key(r) for r in want]
+
+
+# -- binary inputs and the configuration -------------------------------------------------------
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+SADC = (SHARED / "sysstat" / "sa_test").read_bytes()
+BINARY = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@st.composite
+def damaged_binary(draw: st.DrawFn, data: bytes) -> bytes:
+    """A real binary file cut somewhere and/or with bytes flipped (most often in the first
+    kilobyte, where the headers and maps are)."""
+    out = bytearray(data)
+    for _ in range(draw(st.integers(0, 4))):
+        head = draw(st.booleans())
+        at = draw(st.integers(0, min(len(out), 1024) - 1 if head else len(out) - 1))
+        out[at] ^= draw(st.integers(1, 255))
+    if draw(st.booleans()):
+        out = out[: draw(st.integers(0, len(out) - 1))]
+    return bytes(out)
+
+
+def test_sadc_reader(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from pipeline.parsers.sysstat import parse_sadf_csv
+    from pipeline.shippers.sadc import convert_sadc
+
+    path = tmp_path_factory.mktemp("sadc") / "sa_fuzz"
+
+    @BINARY
+    @given(damaged_binary(SADC))
+    def check(data: bytes) -> None:
+        path.write_bytes(data)
+        try:
+            csv = convert_sadc(path)
+        except ParseError as err:  # the file is quarantined whole
+            assert (err.path, err.line_no) == (str(path), 0)
+            assert err.reason.startswith("sadf exited with status")
+            return
+        lines = csv.splitlines()
+        _good, bad = consume(parse_sadf_csv(lines, str(path)))
+        named(bad, str(path), len(lines))
+
+    check()
+
+
+def test_darshan_binary_reader(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Through the worker pool the shipper uses: darshan-util is C, and a damaged log it does
+    # not check may crash the process reading it; the pool turns that into a ParseError.
+    import darshan
+
+    from pipeline.shippers.darshan_tail import DarshanPool
+
+    wheel = Path(darshan.__file__).resolve().parent / "tests" / "input"
+    logs = [
+        wheel / "sample.darshan",  # format 3.10
+        SHARED / "darshan-logs" / "release_logs" / "mpi-io-test-x86_64-3.5.0.darshan",  # 3.41
+        SHARED / "darshan-logs" / "release_logs" / "mpi-io-test-ppc64-3.1.8.darshan",  # swapped
+    ]
+    originals = [p.read_bytes() for p in logs]
+    tmp = tmp_path_factory.mktemp("darshan")
+    pool = DarshanPool(2)
+    n = [0]
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(range(len(logs))).flatmap(lambda i: damaged_binary(originals[i])))
+    def check(data: bytes) -> None:
+        n[0] += 1
+        path = tmp / f"log{n[0]}.darshan"
+        path.write_bytes(data)
+        try:
+            analysis = pool.result(str(path))
+        except ParseError as err:  # quarantined whole
+            assert (err.path, err.line_no) == (str(path), 0) and err.reason
+            return
+        assert analysis.log.path == str(path) and analysis.log.nprocs >= 0
+
+    try:
+        check()
+    finally:
+        pool.close()
+
+
+SETTING_KEYS = [
+    "elasticsearch",
+    "embedded",
+    "state_dir",
+    "drops",
+    "shipper",
+    "fio",
+    "peer",
+    "darshan",
+    "sink",
+    "alerts",
+    "url",
+    "type",
+    "path",
+    "interval_ms",
+    "percentiles",
+    "schema",
+    "namespace",
+]
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(SETTING_KEYS) | st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(SETTING_KEYS) | st.text(max_size=6), VALUES, max_size=5))
+def test_settings_from_random_mappings(data: dict[str, Any]) -> None:
+    from pipeline.settings import settings_from_mapping
+
+    try:
+        settings_from_mapping(data, env={}, source="c.yaml")
+    except ConfigError as err:
+        assert str(err).startswith("c.yaml: ")
+
+
+def test_settings_and_schemas_from_random_yaml_files(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    import yaml
+
+    from pipeline.parsers.event_schema import load_event_schema
+    from pipeline.settings import load_settings
+
+    path = tmp_path_factory.mktemp("yaml") / "c.yaml"
+    documents = (
+        VALUES.map(lambda v: yaml.safe_dump(v).encode())
+        | st.text(max_size=300).map(str.encode)
+        | st.binary(max_size=300)
+        | st.sampled_from([b"[" * 3000, b"{a: " * 3000, b"!!python/object/apply:os.getcwd []"])
+    )
+
+    @FUZZ
+    @given(documents)
+    def check(data: bytes) -> None:
+        path.write_bytes(data)
+        try:
+            load_settings(path, env={})
+        except ConfigError as err:
+            assert str(err).startswith(f"{path}: ")
+        try:
+            load_event_schema(path)
+        except ConfigError as err:
+            assert str(err).startswith(f"event schema {path}: ")
+
+    check()
