@@ -268,6 +268,11 @@ class DarshanSettings(_Frozen):
         ge=0,
         description="Processes reading and analysing logs in parallel; 0 = one per CPU.",
     )
+    inline: bool = Field(
+        False,
+        description="Read logs in the shipper's own process instead of worker processes: no "
+        "start-up cost, but a damaged log that crashes darshan-util then stops the shipper.",
+    )
     stable_s: float = Field(
         5.0,
         ge=0,
@@ -493,13 +498,16 @@ def settings_from_mapping(
         ConfigError: naming every offending key (``fio.interval_ms: ...``).
     """
     merged: dict[str, Any] = dict(data)
-    es = dict(merged.get("elasticsearch") or {})
-    for var, key in _ENV.items():
-        value = (env if env is not None else os.environ).get(var)
-        if value:
-            es[key] = value
-    if es:
-        merged["elasticsearch"] = es
+    given = merged.get("elasticsearch")
+    if given is None or isinstance(given, Mapping):
+        # (anything else is left for validation to name: elasticsearch must be a mapping)
+        es = dict(given or {})
+        for var, key in _ENV.items():
+            value = (env if env is not None else os.environ).get(var)
+            if value:
+                es[key] = value
+        if es:
+            merged["elasticsearch"] = es
     try:
         return Settings.model_validate(merged)
     except ValidationError as err:
@@ -510,20 +518,38 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
     """Load the YAML file at ``path`` (defaults only when None) and validate it.
 
     Raises:
-        ConfigError: the file is missing, is not YAML, or has a bad or unknown key.
+        ConfigError: the file is missing or unreadable, is not UTF-8 YAML (tags that would
+            build Python objects are refused: it is read with ``yaml.safe_load``), or has a
+            bad or unknown key.
     """
     if path is None:
         return settings_from_mapping({}, env, "defaults")
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: configuration file not found (pass --config FILE)") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{p}: not valid YAML: {err}") from None
+    data = _yaml_file(p, "configuration file", "pass --config FILE") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: the top level must be a mapping of keys")
     return settings_from_mapping(data, env, str(p))
+
+
+def _yaml_file(p: Path, what: str, fix: str) -> Any:
+    """The YAML document in ``p`` (``yaml.safe_load``: plain data only, never objects).
+
+    Raises:
+        ConfigError: naming ``p`` and the problem: missing (with ``fix``), unreadable, not
+            UTF-8, not YAML, or nested too deeply to read.
+    """
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: {what} not found ({fix})") from None
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot read the {what}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{p}: not valid YAML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: not valid YAML: nested too deeply") from None
 
 
 def json_schema() -> dict[str, Any]:

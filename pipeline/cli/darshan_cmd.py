@@ -164,7 +164,8 @@ def _diagnose(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     t = thresholds_of(settings, args)
-    pool = DarshanPool(settings.darshan.workers if len(args.LOG) > 1 else 1)
+    # one log is read here (a crash ends only this command); several in workers
+    pool = DarshanPool(settings.darshan.workers, inline=len(args.LOG) == 1)
     for path in args.LOG:
         pool.submit(path)
     cluster = Cluster(settings, embedded=False) if args.cluster else None

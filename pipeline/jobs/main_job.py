@@ -173,7 +173,7 @@ class MainJob:
         self._hostname = socket.gethostname()
         self.summary = RunSummary()
         self._read_keys: set[str] = set()
-        self.darshan_pool = DarshanPool(settings.darshan.workers)
+        self.darshan_pool = DarshanPool(settings.darshan.workers, inline=settings.darshan.inline)
         self._models: dict[str, tuple[EventSchema, WorkloadModel]] = {}
         self.once = False
         """Whole-file inputs are complete as found (no wait for them to be stable)."""
@@ -669,13 +669,21 @@ class MainJob:
         tail.restart()
 
     def _quarantine_file(self, tail: Tail, err: ParseError) -> None:
+        """Copy a file that cannot be read at all to ``deadletter/files/`` (under its name, or
+        ``name.N`` when another file of that name is there), note it with the reason, and
+        read it no more."""
         self.summary.bad_files += 1
         dest = self.state_dir / "deadletter" / "files"
         dest.mkdir(parents=True, exist_ok=True)
+        name = Path(tail.path).name
+        kept, n = dest / name, 0
+        while kept.exists():
+            n += 1
+            kept = dest / f"{name}.{n}"
         with contextlib.suppress(FileNotFoundError):
-            shutil.copy2(tail.path, dest / Path(tail.path).name)
+            shutil.copy2(tail.path, kept)
         self.sink.deadletters.write_input(tail.path, err.line_no, err.reason, b"", "parse")
-        log.error("%s; the file is kept in %s and skipped", err, dest)
+        log.error("%s; the file is kept as %s and skipped", err, kept)
         self.registry.mark_done(tail.key)
         self._retire(tail.key)
 

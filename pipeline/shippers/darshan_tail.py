@@ -99,19 +99,26 @@ def _warm() -> None:
 class DarshanPool:
     """Long-lived worker processes reading and analysing logs.
 
-    ``workers`` 1 analyses in the calling process (no pool); more start a spawn-context
-    :class:`~concurrent.futures.ProcessPoolExecutor` on first use (spawn, because the shipper
-    runs threads, which fork would copy in an undefined state).
+    The workers are a spawn-context :class:`~concurrent.futures.ProcessPoolExecutor` started
+    on first use (spawn, because the shipper runs threads, which fork would copy in an
+    undefined state); ``inline`` analyses in the calling process instead (no start-up cost,
+    no protection from a crash).
+
+    darshan-util is C: a damaged log it does not check can crash the process reading it. A
+    worker that dies breaks the pool; each log whose analysis was lost is then read again
+    alone in a fresh pool (never in the calling process), and a log that breaks the pool a
+    second time is reported as damaged (:class:`ParseError`).
     """
 
-    def __init__(self, workers: int = 0) -> None:
+    def __init__(self, workers: int = 0, *, inline: bool = False) -> None:
         self.workers = workers or os.cpu_count() or 1
+        self.inline = inline
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[str, Future[tuple[str, Any]]] = {}
 
     def submit(self, path: str) -> None:
         """Start analysing ``path`` in the background (no-op inline or when already started)."""
-        if self.workers <= 1 or path in self._futures:
+        if self.inline or path in self._futures:
             return
         if self._pool is None:
             ctx = multiprocessing.get_context("spawn")
@@ -119,20 +126,13 @@ class DarshanPool:
         self._futures[path] = self._pool.submit(_work_packed, path)
 
     def result(self, path: str) -> JobAnalysis:
-        """The analysis of ``path`` (waits for a submitted one, or runs it here).
+        """The analysis of ``path`` (waits for a submitted one, or runs it here when there is
+        no pool).
 
         Raises:
-            ParseError: as :func:`analyze_path`.
+            ParseError: as :func:`analyze_path`, or the log crashed a worker twice.
         """
-        fut = self._futures.pop(path, None)
-        try:
-            status, value = fut.result() if fut is not None else _work(path)
-        except BrokenProcessPool as err:
-            # A worker died (killed, out of memory): the log is analysed here instead and the
-            # pool is started afresh for the next ones.
-            log.warning("Darshan worker pool broke (%s); analysing %s in this process", err, path)
-            self.close()
-            status, value = _work(path)
+        status, value = _work(path) if self.inline else self._from_pool(path)
         if status == "bad":
             raise ParseError(*value)
         if status == "packed":
@@ -140,6 +140,22 @@ class DarshanPool:
             value = dataclasses.replace(analysis, files=orjson.loads(rows))
         assert isinstance(value, JobAnalysis)
         return value
+
+    def _from_pool(self, path: str) -> tuple[str, Any]:
+        """What a worker made of ``path``: submitted now unless it was already; read again
+        alone in a fresh pool when a worker died meanwhile (see the class docstring)."""
+        for attempt in (1, 2):
+            self.submit(path)
+            fut = self._futures.pop(path)
+            try:
+                return fut.result()
+            except BrokenProcessPool as err:
+                # A worker died: the logs it and its siblings held are lost. They are read
+                # again one by one as their results are asked for, so that a log that kills
+                # a worker again is the one blamed.
+                log.warning("Darshan worker pool broke (%s) on %s, try %s", err, path, attempt)
+                self.close()
+        raise ParseError(path, 0, "darshan-util crashed twice reading this log: it is damaged")
 
     def close(self) -> None:
         """Stop the workers."""

@@ -130,7 +130,8 @@ def test_every_bundled_and_shared_log_goes_through_the_pipeline(
             "elasticsearch": {"url": es_url, "namespace": ns},
             "state_dir": str(tmp_path / "state"),
             "drops": [{"type": "darshan", "path": str(drop)}],
-            "darshan": {"workers": 1},
+            # in this process: no worker to start for each of the hundred logs
+            "darshan": {"workers": 1, "inline": True},
         }
     )
     summary = run_once(settings, client)
@@ -150,7 +151,8 @@ def test_a_log_is_read_once_it_has_been_still_for_stable_s(
     shutil.copy(darshan_inputs / "sample.darshan", log)
     mtime = log.stat().st_mtime
     now = [mtime + 1.0]
-    tail = DarshanTail("k", str(log), DarshanPool(1), stable_s=5.0, clock=lambda: now[0])
+    pool = DarshanPool(1, inline=True)
+    tail = DarshanTail("k", str(log), pool, stable_s=5.0, clock=lambda: now[0])
     with pytest.raises(NotStable, match="changed less than 5 s ago"):
         tail.read(1 << 20)
     now[0] = mtime + 5.0

@@ -319,3 +319,24 @@ def test_content_that_shows_late_on_a_network_file_system_is_still_read(
             runner.join(timeout=DEADLINE_S)
     assert not runner.is_alive()
     assert histograms(client, ns) == LINES
+
+
+def test_unreadable_files_of_one_name_are_all_kept(
+    es_url: str, client: Elasticsearch, tmp_path: Path
+) -> None:
+    drop = tmp_path / "drop"
+    for host in ("node01", "node02"):
+        (drop / host).mkdir(parents=True)
+        (drop / host / LOG).write_bytes(host.encode() + b"\x00" * (1 << 20))  # no line end
+    settings = settings_from_mapping(
+        {
+            "elasticsearch": {"url": es_url, "namespace": f"q{uuid.uuid4().hex[:8]}"},
+            "state_dir": str(tmp_path / "state"),
+            "drops": [{"type": "fio-hist", "path": str(drop)}],
+            "fio": {"run_start": "2026-11-22T05:25:00.203Z", "settle_s": 0},
+        }
+    )
+    assert run_once(settings, client).bad_files == 2
+    kept = sorted((tmp_path / "state" / "deadletter" / "files").iterdir())
+    assert [p.name for p in kept] == [LOG, f"{LOG}.1"]
+    assert sorted(p.read_bytes()[:6] for p in kept) == [b"node01", b"node02"]
