@@ -30,7 +30,12 @@ _EXTEND_BYTES = 64 << 10
 """Read step used to finish a line longer than ``max_bytes``."""
 
 MAX_LINE_BYTES = 1 << 20
-"""Longest line waited for: fio histogram records are at most a few tens of KB."""
+"""A file whose end is this far from its last line end is not a text log: fio histogram
+records are at most a few tens of KB."""
+
+LONGEST_LINE_BYTES = 16 << 20
+"""Longest complete line read (and handed to the parser, which rejects it as a bad line);
+past this a line is not waited for."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,8 @@ def split_complete_lines(data: bytes, start_offset: int) -> TailChunk:
 
 
 class LineTooLong(ValueError):
-    """No line end within ``max_line_bytes`` of a line start: not a line-oriented log."""
+    """No line end between a line start and the end of the file, ``max_line_bytes`` or more
+    away: not a line-oriented log."""
 
     def __init__(self, path: str, offset: int, max_line_bytes: int) -> None:
         self.offset = offset
@@ -94,21 +100,25 @@ def read_complete_lines(
     """Read the complete lines of ``path`` that start at or after ``offset``.
 
     Reads about ``max_bytes`` (``shipper.read_chunk_bytes``) but always returns at least one
-    complete line if there is one, however long (fio histogram lines are 5–15 KB); an incomplete
-    last line is never returned: it is read again, whole, on a later call.
+    complete line if there is one, however long (fio histogram lines are 5–15 KB; a line of
+    garbage megabytes long is returned too, for the parser to reject as a bad line, so the
+    lines after it are still read); an incomplete last line is never returned: it is read
+    again, whole, on a later call.
 
     Args:
         path: a plain (not compressed) file.
         offset: byte offset of the start of a line (0 or a committed ``end_offset``), >= 0.
         max_bytes: read budget in bytes, > 0.
         open_: ``open`` or a fake, called as ``open_(path, "rb")``.
-        max_line_bytes: a line longer than this is not waited for (see :class:`LineTooLong`).
+        max_line_bytes: a file that ends ``max_line_bytes`` or more after ``offset`` without a
+            line end is not a text log (see :class:`LineTooLong`).
 
     Returns:
         The lines; with ``truncated=True`` (and no lines) when the file is shorter than ``offset``.
 
     Raises:
-        LineTooLong: ``max_line_bytes`` bytes from ``offset`` hold no newline.
+        LineTooLong: no line end from ``offset`` to the end of the file, ``max_line_bytes`` or
+            more away, or none within :data:`LONGEST_LINE_BYTES`.
         ValueError: ``offset`` is negative or ``max_bytes`` is not positive.
         OSError: the file cannot be opened or read (FileNotFoundError if it vanished).
     """
@@ -122,17 +132,23 @@ def read_complete_lines(
         f.seek(offset)
         data = f.read(max_bytes)
         if b"\n" not in data and len(data) == max_bytes:
+            # one line longer than the read budget: read on to its end
             parts, total = [data], len(data)
-            while total < max_line_bytes:
+            while total <= LONGEST_LINE_BYTES:
                 more = f.read(_EXTEND_BYTES)
+                if not more:
+                    break
                 parts.append(more)
                 total += len(more)
-                if not more or b"\n" in more:
+                if b"\n" in more:
                     break
             data = b"".join(parts)
-            # Only that line (none if incomplete yet); the rest waits for the next call.
-            data = data[: data.find(b"\n") + 1]
-        if b"\n" not in data[:max_line_bytes] and len(data) >= max_line_bytes:
+            end = data.find(b"\n")
+            if end < 0 and (total >= max_line_bytes or total > LONGEST_LINE_BYTES):
+                raise LineTooLong(os.fspath(path), offset, max_line_bytes)
+            # only that line (none if incomplete yet); the rest waits for the next call
+            data = data[: end + 1]
+        elif b"\n" not in data and len(data) >= max_line_bytes:
             raise LineTooLong(os.fspath(path), offset, max_line_bytes)
     return split_complete_lines(data, offset)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.shippers.tailer import (
+    LineTooLong,
     TailChunk,
     read_complete_lines,
     read_gzip_lines,
@@ -100,3 +101,31 @@ def test_incomplete_gzip_raises(tmp_path: Path) -> None:
     p.write_bytes(data[: len(data) // 2])
     with pytest.raises(EOFError):
         read_gzip_lines(p)
+
+
+@pytest.mark.parametrize("max_bytes", [4096, 4 << 20])
+def test_a_complete_line_of_megabytes_is_returned_wherever_a_read_starts(
+    tmp_path: Path, max_bytes: int
+) -> None:
+    """A garbage line longer than ``max_line_bytes`` that ends is a line (the parser rejects
+    it); the lines after it are read, whether or not a read starts at it."""
+    huge = b"x" * (2 << 20)
+    p = tmp_path / "a.log"
+    p.write_bytes(b"one\n" + huge + b"\ntwo\n")
+    first = read_complete_lines(p, 0, max_bytes)
+    got, offset = list(first.lines), first.next_offset
+    while offset < p.stat().st_size:
+        chunk = read_complete_lines(p, offset, max_bytes)
+        got += chunk.lines
+        offset = chunk.next_offset
+    assert got == [b"one", huge, b"two"]
+    at_the_line = read_complete_lines(p, 4, max_bytes)
+    assert at_the_line.lines[0] == huge and at_the_line.end_offsets[0] == 4 + len(huge) + 1
+
+
+def test_no_line_end_to_the_end_of_a_megabyte_is_not_a_text_log(tmp_path: Path) -> None:
+    p = tmp_path / "a.log"
+    p.write_bytes(b"one\n" + b"\x00" * (1 << 20))
+    assert read_complete_lines(p, 0, 4096).lines == (b"one",)
+    with pytest.raises(LineTooLong, match="no line end within 1048576 bytes after byte 4"):
+        read_complete_lines(p, 4, 4096)
