@@ -29,6 +29,7 @@ document's deterministic ``_id``, so re-sending after a crash or a lost response
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
 import threading
@@ -139,6 +140,19 @@ def _error_of(item: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return None, str(error)
 
 
+def _as_text(value: Any) -> Any:
+    """``value`` with what JSON cannot hold (NaN, infinity, other objects) written as text."""
+    if isinstance(value, Mapping):
+        return {str(k): _as_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_text(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)
+
+
 def pair_items(docs: Sequence[Document], response: Mapping[str, Any]) -> list[_Item]:
     """Pair each bulk response item with the document at the same position and classify it.
 
@@ -212,14 +226,24 @@ class BulkSink:
         ``chunk_max_bytes`` (a document that would overflow the byte limit is sent in the next
         chunk).
 
+        A document whose source has no JSON form (NaN, infinity, an unserialisable value:
+        a bug in the stage that built it) is dead-lettered at once, its values written as
+        text, and acknowledged, so it neither stops the pipeline nor holds up its file.
+
         Raises:
-            ValueError: the source has no JSON form (see :func:`expand`).
             RuntimeError: the sink is closed.
         """
-        _, _, nbytes = expand(doc)
         with self._lock:
             if self._closed:
                 raise RuntimeError("BulkSink.add() after close()")
+            try:
+                _, _, nbytes = expand(doc)
+            except ValueError as err:
+                as_text = Document(doc.index, doc.doc_id, _as_text(doc.source), doc.refs)
+                self.deadletters.write_document(as_text, 0, "not_json", str(err), STAGE)
+                self._count([doc], "dead_lettered")
+                self._on_ack([doc])
+                return
             if self._buf and self._buf_bytes + nbytes > self._settings.chunk_max_bytes:
                 self._send_buffer()
             if not self._buf:

@@ -351,12 +351,26 @@ def test_maybe_flush_retries_the_spool_only_after_a_backoff(tmp_path: Path) -> N
     assert sink.spool.pending() == 0
 
 
-def test_add_rejects_unserialisable_sources_and_use_after_close(tmp_path: Path) -> None:
-    sink, _ = sink_for(FakeClient(all_ok), tmp_path, Acks())
-    bad = Document("metrics-x-default", "nan", {"v": float("nan")})
-    with pytest.raises(ValueError, match="metrics-x-default/nan"):
-        sink.add(bad)
+def test_a_source_with_no_json_form_is_dead_lettered_and_use_after_close_refused(
+    tmp_path: Path,
+) -> None:
+    client, acks = FakeClient(all_ok), Acks()
+    sink, _ = sink_for(client, tmp_path, acks)
+    bad = Document("metrics-x-default", "nan", {"v": float("nan"), "w": [float("inf"), 1]})
+    sink.add(bad)  # neither raises nor reaches the cluster
+    sink.add(make_doc(1))
     sink.close()
+    assert client.requests == [["doc-1"]]
+    assert acks.calls == [["nan"], ["doc-1"]]
+    [entry] = [json.loads(line) for line in sink.deadletters.documents_path.open()]
+    assert (entry["_id"], entry["status"], entry["error"]["type"], entry["stage"]) == (
+        "nan",
+        0,
+        "not_json",
+        "sink",
+    )
+    assert entry["document"] == {"v": "nan", "w": ["inf", 1]}
+    assert "metrics-x-default/nan is not JSON" in entry["error"]["reason"]
     with pytest.raises(RuntimeError):
         sink.add(make_doc(1))
 

@@ -156,11 +156,19 @@ def test_bulk_requests_follow_the_measured_rate(tmp_path: Path) -> None:
     sink.close()
 
 
+class BrokenClient:
+    """A client with a bug: every bulk request raises something no transport raises."""
+
+    def bulk(self, **_kw: Any) -> Any:
+        raise LookupError("a bug in the client")
+
+
 def test_a_failing_sender_is_reported_to_the_main_thread(tmp_path: Path) -> None:
-    sink = AsyncSink(SlowClient(), SinkSettings(), tmp_path)  # type: ignore[arg-type]
-    sink.add(Document("metrics-x-default", "bad", {"v": float("nan")}, ()))
+    settings = SinkSettings(chunk_max_docs=1)
+    sink = AsyncSink(BrokenClient(), settings, tmp_path)  # type: ignore[arg-type]
+    sink.add(Document("metrics-x-default", "one", {"v": 1}, ()))
     with pytest.raises(RuntimeError, match="sender thread failed") as info:
         sink.flush()
-    assert isinstance(info.value.__cause__, ValueError)
+    assert isinstance(info.value.__cause__, LookupError)
     with pytest.raises(RuntimeError):
         sink.close()
