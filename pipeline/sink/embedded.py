@@ -128,7 +128,7 @@ class EmbeddedServer:
         """
         if self._proc is not None:
             raise RuntimeError("EmbeddedServer.start() called twice")
-        if ping_url(self.url + "/", timeout=1.0):
+        if _listening(self.host, self.port) or ping_url(self.url + "/", timeout=1.0):
             raise ConfigError(
                 f"cannot start the embedded Elasticsearch-API server: something already answers "
                 f"at {self.url}. Fix: use that server (elasticsearch.url) or pick another port"
@@ -198,6 +198,16 @@ class EmbeddedServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``host:port`` (even a server too busy to
+    answer HTTP in time)."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 def _is_noida(pid: int) -> bool:
