@@ -284,9 +284,12 @@ class BulkSink:
 
     def full(self) -> bool:
         """Whether documents are held in memory because the spool is full (the sender must
-        stop taking new ones until this turns false again)."""
-        with self._lock:
-            return bool(self._held)
+        stop taking new ones until this turns false again).
+
+        Does not wait for the sink's lock (a bulk request in flight holds it): the reading
+        thread asks this between chunks, and a value a moment old does no harm.
+        """
+        return bool(self._held)
 
     def close(self) -> None:
         """Flush and refuse further documents. Idempotent.
