@@ -142,11 +142,18 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def count(client: Any, index: str, query: dict[str, Any] | None = None) -> int:
-    refresh(client, index)
+def count(
+    client: Any, index: str, query: dict[str, Any] | None = None, *, fresh: bool = True
+) -> int:
+    """Documents of ``index`` matching ``query``; ``fresh=False`` counts what is searchable
+    now (the cluster's own periodic refresh, about a second), without forcing a refresh that
+    would load the cluster the pipeline is measured against."""
     try:
+        if fresh:
+            refresh(client, index)
         return int(client.count(index=index, query=query or {"match_all": {}})["count"])
-    except Exception:
+    except Exception as err:  # not created yet, or the cluster too busy to answer in time
+        console.log(f"count of {index} failed: {err}")
         return 0
 
 
@@ -188,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
         )
-        client = Elasticsearch(server.url)
+        # the cluster is loaded on purpose: the script's own requests wait for it
+        client = Elasticsearch(server.url, request_timeout=300)
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.cli.main", "--config", str(config), "run"],
             stdout=subprocess.DEVNULL,
@@ -214,16 +222,16 @@ def main(argv: list[str] | None = None) -> int:
                 t_written = time.monotonic()
                 query = {"range": {"fio.log.time_ms": {"gte": newest}}}
                 while (
-                    count(client, hist, query) < 2 * len(HOSTS)
+                    count(client, hist, query, fresh=False) < 2 * len(HOSTS)
                     and time.monotonic() - t_written < 60
                 ):
-                    time.sleep(0.2)
+                    time.sleep(0.5)
                 lag = time.monotonic() - t_written
                 rows.append(
                     (
                         time.monotonic() - start,
                         fio_written,
-                        count(client, hist),
+                        count(client, hist, fresh=False),
                         rss_mib(proc.pid),
                         lag,
                     )
@@ -245,10 +253,14 @@ def main(argv: list[str] | None = None) -> int:
         while count(client, requests) < written.requests and time.monotonic() < deadline:
             time.sleep(1)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=600)
-        fio_docs, req_docs = count(client, hist), count(client, requests)
-        client.close()
-        server.stop()
+        try:
+            proc.wait(timeout=600)
+            fio_docs, req_docs = count(client, hist), count(client, requests)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            client.close()
+            server.stop()
     simulated_h = written.newest_ms / 3.6e6
     wall = rows[-1][0] if rows else 0.0
     console.print(
