@@ -279,9 +279,10 @@ class MainJob:
             self.sink.add(self._rate_docs.popleft())
 
     def _settle(self) -> bool:
-        """Flush the sink; True when nothing is left unacknowledged (no spooled documents)."""
+        """Flush the sink; True when nothing is left unacknowledged (no spooled documents,
+        none let go because the spool was full)."""
         self.sink.flush()
-        return self.sink.pending() == 0
+        return self.sink.pending() == 0 and not self.snapshot().unsent
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -444,41 +445,38 @@ class MainJob:
         already read, at the offset that file was committed to, so what was read is not read
         again.
 
-        A copy is a file named as a known one of the same directory plus a rotation suffix
-        (:func:`~pipeline.shippers.hosts.unrotated`) whose leading bytes (the fingerprint of its
-        identity) equal that file's, and at least as long as that file's committed offset; its
-        bytes up to there are the very lines that were acknowledged. Returns the new file's
-        state, or None when ``path`` is not such a copy.
+        The original is a file registered at the copy's name without its rotation suffix
+        (:func:`~pipeline.shippers.hosts.unrotated`), newest first, or the one truncated there
+        by this process. The copy must begin with the same bytes (the fingerprint of its
+        identity) and hold, up to that offset, exactly as many lines as were committed, the
+        last one ending there. Otherwise it is read from its start: its documents are
+        already there (409s). Returns the new file's state, or None when ``path`` is not such
+        a copy.
         """
         stem = unrotated(path)
         if stem == path:
             return None
         fingerprint = key.rsplit(":", 1)[-1]
-        try:
-            size = path.stat().st_size
-        except OSError:
-            return None
-        known = [
-            st
-            for st in (self._truncated.get(str(stem)), *self.registry.by_fingerprint(fingerprint))
-            if st is not None
-            and st.key != key
-            and st.key.rsplit(":", 1)[-1] == fingerprint
-            and unrotated(Path(st.path)) == stem
-            and 0 < st.offset <= size
-        ]
-        if not known:
-            return None
-        orig = max(known, key=lambda st: st.offset)
-        log.info(
-            "%s is a rotated copy of %s: reading it from byte %s (line %s), where that was read to",
-            path,
-            orig.path,
-            orig.offset,
-            orig.line_no,
-        )
-        self.registry.upsert_new(key, path, orig.anchor_ms)
-        return self.registry.commit(key, orig.offset, orig.line_no, orig.cursor)
+        for orig in (self._truncated.get(str(stem)), *self.registry.by_path(stem)):
+            if (
+                orig is None
+                or orig.key == key
+                or orig.key.rsplit(":", 1)[-1] != fingerprint
+                or orig.offset <= 0
+                or not _lines_up_to(path, orig.offset, orig.line_no)
+            ):
+                continue
+            log.info(
+                "%s is a rotated copy of %s: reading it from byte %s (line %s), where that "
+                "was read to",
+                path,
+                orig.path,
+                orig.offset,
+                orig.line_no,
+            )
+            self.registry.upsert_new(key, path, orig.anchor_ms)
+            return self.registry.commit(key, orig.offset, orig.line_no, orig.cursor)
+        return None
 
     def _inside(self, path: Path, drop: DropSettings) -> bool:
         """Whether ``path`` really lies in its drop directory: a symbolic link (or a linked
@@ -632,6 +630,8 @@ class MainJob:
                 self.sink.add(doc)
             if not waits or res.releases:
                 self._commit(tail.key)
+            if self.sink.refusing():  # the rest of the chunk is read again next time
+                break
         self.sink.poll()
         self._ship_rates()
 
@@ -915,6 +915,7 @@ class MainJob:
             model.save()
         if self.monitor is not None:
             self.monitor.stop()
+        self.sink.stop.set()  # nothing waits for a full spool any more: the rest is let go
         self._ship_rates()
         self.sink.close()
         self.snapshot()  # the documents close() let go (spool full) count as unsent
@@ -923,6 +924,26 @@ class MainJob:
         self.registry.close()
         self.dirty.close()
         self._lock.close()
+
+
+def _lines_up_to(path: Path, offset: int, lines: int) -> bool:
+    """Whether the first ``offset`` bytes of ``path`` are ``lines`` whole lines (the last one
+    ending at ``offset``); False when the file is shorter or compressed, or cannot be read."""
+    if path.suffix in (".gz", ".bz2", ".xz", ".zst"):
+        return False
+    try:
+        with path.open("rb") as fh:
+            count, left = 0, offset
+            while left > 0:
+                block = fh.read(min(left, 1 << 20))
+                if not block:
+                    return False
+                count += block.count(b"\n")
+                left -= len(block)
+                last = block[-1:]
+    except OSError:
+        return False
+    return count == lines and last == b"\n"
 
 
 def lock_state_dir(state: Path) -> IO[str]:

@@ -37,11 +37,15 @@ each optionally followed by a compression extension (``compress``, ``compressext
 def unrotated(path: Path) -> Path:
     """``path`` without a logrotate rotation suffix, keeping a compression extension:
     ``server.jsonl.1`` -> ``server.jsonl``, ``x_clat_hist.1.log.2.gz`` -> ``x_clat_hist.1.log.gz``,
-    ``server.jsonl-20261122`` -> ``server.jsonl``; any other path is returned as it is."""
+    ``server.jsonl-20261122`` -> ``server.jsonl``; any other path is returned as it is, and
+    so is a name whose ``.N`` follows another number (an IPv4 address as a host suffix)."""
     m = _ROTATED.match(path.name)
-    if m is None:
-        return path
+    if m is None or _DOTTED_NUMBER.search(m.group("stem")):
+        return path  # e.g. a host suffix that is an IPv4 address: x_clat_hist.1.log.10.0.0.17
     return path.with_name(m.group("stem") + (m.group("z") or ""))
+
+
+_DOTTED_NUMBER = re.compile(r"\.\d+$")
 
 
 def _fio_match(path: Path) -> re.Match[str] | None:

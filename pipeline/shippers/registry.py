@@ -151,13 +151,13 @@ class Registry:
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM files ORDER BY key").fetchall()
         return [FileState._from_row(r) for r in rows]
 
-    def by_fingerprint(self, fingerprint: str) -> list[FileState]:
-        """Every file whose identity has this fingerprint (its leading bytes), whatever its
-        device and inode: the copies of one file's beginning."""
+    def by_path(self, path: str | Path) -> list[FileState]:
+        """Every file last seen at ``path`` (several when it was rewritten or replaced),
+        newest first."""
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM files WHERE key LIKE ? ORDER BY key",
-                ("%:" + fingerprint,),
+                f"SELECT {_COLUMNS} FROM files WHERE path = ? ORDER BY first_seen_ms DESC, key",
+                (str(path),),
             ).fetchall()
         return [FileState._from_row(r) for r in rows]
 

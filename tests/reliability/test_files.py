@@ -340,3 +340,22 @@ def test_unreadable_files_of_one_name_are_all_kept(
     kept = sorted((tmp_path / "state" / "deadletter" / "files").iterdir())
     assert [p.name for p in kept] == [LOG, f"{LOG}.1"]
     assert sorted(p.read_bytes()[:6] for p in kept) == [b"node01", b"node02"]
+
+
+def test_a_file_named_like_a_rotated_copy_but_not_one_is_read_whole(
+    es_url: str, client: Elasticsearch, tmp_path: Path
+) -> None:
+    """Same first line and a rotation-like name are not enough: the bytes up to where the
+    original was read must hold exactly its committed lines."""
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    lines = (SAMPLE / LOG).read_bytes().splitlines(keepends=True)
+    other = OTHER.read_bytes().splitlines(keepends=True)
+    (drop / LOG).write_bytes(b"".join(lines[:FIRST]))
+    settings, _ns = settings_for(es_url, drop, tmp_path / "state", None)
+    assert run_once(settings, client).lines == FIRST
+    impostor = lines[:1] + other[1:60]  # another run that happens to start alike
+    read_to = len(b"".join(lines[:FIRST]))
+    assert b"".join(impostor)[:read_to].count(b"\n") != FIRST  # the check can tell them apart
+    (drop / f"{LOG}.1").write_bytes(b"".join(impostor))
+    assert run_once(settings, client).lines == 60  # read from its start, nothing skipped

@@ -87,6 +87,7 @@ def test_host_for_outside_drop_dir() -> None:
         ("a.log-1763800000", "a.log"),  # dateformat -%s
         ("x_clat_hist.1.log", "x_clat_hist.1.log"),  # fio's job number is not a rotation
         ("x_clat_hist.1.log.node07", "x_clat_hist.1.log.node07"),  # a host suffix
+        ("x_clat_hist.1.log.10.0.0.17", "x_clat_hist.1.log.10.0.0.17"),  # an IPv4 host
         ("x_clat_hist.3.log.gz", "x_clat_hist.3.log.gz"),
         ("sa22", "sa22"),
         ("fs001_sadf_d.csv", "fs001_sadf_d.csv"),

@@ -185,15 +185,10 @@ def test_committed_values_survive_kill(tmp_path: Path) -> None:
     assert (state.offset, state.line_no, state.cursor) == (300, 3, '{"i": 3}')
 
 
-def test_by_fingerprint_finds_every_copy_of_a_beginning(reg: Registry) -> None:
+def test_by_path_finds_the_files_last_seen_there(reg: Registry) -> None:
     reg.upsert_new("1:10:aaaa", "/d/app.log")
     reg.commit("1:10:aaaa", 300, 3, None)
-    reg.upsert_new("1:11:aaaa", "/d/app.log.1")
-    reg.upsert_new("1:12:bbbb", "/d/other.log")
-    reg.upsert_new("1:13:xaaaa", "/d/x.log")  # a fingerprint that merely ends the same
-    found = reg.by_fingerprint("aaaa")
-    assert [(st.key, st.path, st.offset) for st in found] == [
-        ("1:10:aaaa", "/d/app.log", 300),
-        ("1:11:aaaa", "/d/app.log.1", 0),
-    ]
-    assert reg.by_fingerprint("cccc") == []
+    reg.upsert_new("1:11:bbbb", "/d/app.log.1")
+    found = reg.by_path("/d/app.log")
+    assert [(st.key, st.offset, st.line_no) for st in found] == [("1:10:aaaa", 300, 3)]
+    assert reg.by_path("/d/other.log") == []
