@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.cli.run_cmd import EX_TEMPFAIL
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
 from pipeline.settings import DEFAULT_PATTERNS, ConfigError, DropSettings
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     with Cluster(settings) as cluster:
         with MainJob(settings, cluster.client) as job:
             job.once = True
+            job.sink.wait_when_full = False  # as run --once: the rest is for the next time
             drops = [
                 DropSettings(
                     type=args.type, path=str(f.parent), tz=args.tz, schema_file=args.schema
@@ -54,4 +56,4 @@ def run(args: argparse.Namespace) -> int:
             job.ingest(list(zip(args.FILE, drops, strict=True)))
             summary = job.finish()
         report_run(cluster.client, settings.elasticsearch.namespace, summary, Console())
-    return 0
+    return EX_TEMPFAIL if summary.unsent else 0

@@ -15,6 +15,7 @@ so the most complete revision survives whichever instance finishes last.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import defaultdict
@@ -117,7 +118,7 @@ class FioLatencyJob:
     delete: Callable[[str, Mapping[str, Any]], int] = lambda index, query: 0
     count: Callable[[str, Mapping[str, Any]], int] | None = None
     """Counts the documents matching a query; when given, a batch whose intervals hold no
-    documents but its own (the common case: intervals merged for the first time) skips the
+    document but its own (the common case: intervals merged for the first time) skips the
     delete-by-query."""
     _pending: dict[tuple[int, int], tuple[int, float, list[Document]]] = field(default_factory=dict)
     _settled: dict[tuple[int, int], tuple[float, list[Document]]] = field(default_factory=dict)
@@ -210,9 +211,11 @@ class FioLatencyJob:
         index = stream_name("metrics", LATENCY_DATASET, self.ctx.namespace)
         self.refresh(index)
         if self.count is not None:
-            ours = {d.doc_id for _item, _began, docs in batch for d in docs}
-            if self.count(index, intervals_query([item for item, _b, _d in batch])) <= len(ours):
-                return  # only this merge's documents: nothing to supersede
+            others = intervals_query([item for item, _b, _d in batch])
+            ours = sorted({d.doc_id for _item, _began, docs in batch for d in docs})
+            others["bool"]["must_not"] = [{"ids": {"values": ours}}]
+            if self.count(index, others) == 0:
+                return  # no document of these intervals but this merge's: nothing to supersede
         queries = [
             superseded_query(interval_ms, start, self.fio.method, docs)
             for (interval_ms, start), _began, docs in batch
@@ -230,9 +233,15 @@ class FioLatencyJob:
                 removed,
             )
 
-    def _hits(self, query: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    def _hits(
+        self, query: Mapping[str, Any], by_interval: bool = False
+    ) -> Iterator[Mapping[str, Any]]:
+        """The histogram documents matching ``query``, in window order (within each interval,
+        intervals in order, with ``by_interval``)."""
         index = stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace)
+        first = [{"fio.interval.start_ms": "asc"}] if by_interval else []
         sort = [
+            *first,
             {"fio.window.end_ms": "asc"},
             {"host.name": "asc"},
             {"log.file.path": "asc"},
@@ -266,14 +275,16 @@ class FioLatencyJob:
                 ]
             }
         }
-        hits: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
-        for hit in self._hits(query):
-            hits[int(hit["_source"]["fio"]["interval"]["start_ms"])].append(hit)
-        return {
-            start: docs
-            for start in starts
-            if (docs := list(self._merge(interval_ms, start, hits.get(start, []))))
-        }
+        out: dict[int, list[Document]] = {}
+        wanted = set(starts)
+        # one interval's histograms at a time: what is held is one interval's merge
+        for start, hits in itertools.groupby(
+            self._hits(query, by_interval=True),
+            key=lambda hit: int(hit["_source"]["fio"]["interval"]["start_ms"]),
+        ):
+            if start in wanted and (docs := list(self._merge(interval_ms, start, hits))):
+                out[start] = docs
+        return out
 
     def _merge(
         self, interval_ms: int, start: int, hits: Iterable[Mapping[str, Any]]

@@ -131,11 +131,13 @@ class AsyncSink:
             self._added[id(doc)] = start
             return True
         try:
-            while not self.queue.put(doc, timeout_s=_WAKE_S):
-                self._check()
+            while True:
                 if self.refusing():
                     self.unsent += 1
                     return False
+                if self.queue.put(doc, timeout_s=_WAKE_S):
+                    break
+                self._check()
             self._added[id(doc)] = start
             return True
         finally:
