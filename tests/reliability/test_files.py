@@ -167,6 +167,16 @@ def settings_for(es_url: str, drop: Path, state: Path, pattern: str | None) -> t
     return settings, ns
 
 
+def started_log(tmp_path: Path) -> tuple[Path, Path, list[bytes]]:
+    """A drop whose log holds its first :data:`FIRST` lines: (drop, log, all the lines)."""
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    log = drop / LOG
+    lines = (SAMPLE / LOG).read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:FIRST]))
+    return drop, log, lines
+
+
 CASES = [("rename", None), ("rename", STRICT), ("copytruncate", None)]
 """Rotations, and the pattern of the drop: renamed to a name the pattern matches or not; a
 copy must match it to be read (as with any tail-based shipper)."""
@@ -176,11 +186,7 @@ copy must match it to be read (as with any tail-based shipper)."""
 def test_a_log_rotated_while_iolens_is_away_is_read_once_to_its_end(
     how: str, pattern: str | None, es_url: str, client: Elasticsearch, tmp_path: Path
 ) -> None:
-    drop = tmp_path / "drop"
-    drop.mkdir()
-    log = drop / LOG
-    lines = (SAMPLE / LOG).read_bytes().splitlines(keepends=True)
-    log.write_bytes(b"".join(lines[:FIRST]))
+    drop, log, lines = started_log(tmp_path)
     settings, ns = settings_for(es_url, drop, tmp_path / "state", pattern)
     assert run_once(settings, client).lines == FIRST
     with log.open("ab") as fh:
@@ -196,11 +202,7 @@ def test_a_log_rotated_while_iolens_is_away_is_read_once_to_its_end(
 def test_a_log_rotated_while_read_is_read_once_to_its_end(
     how: str, pattern: str | None, es_url: str, client: Elasticsearch, tmp_path: Path
 ) -> None:
-    drop = tmp_path / "drop"
-    drop.mkdir()
-    log = drop / LOG
-    lines = (SAMPLE / LOG).read_bytes().splitlines(keepends=True)
-    log.write_bytes(b"".join(lines[:FIRST]))
+    drop, log, lines = started_log(tmp_path)
     settings, ns = settings_for(es_url, drop, tmp_path / "state", pattern)
     stop = threading.Event()
     with MainJob(settings, client) as job:
