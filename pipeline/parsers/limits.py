@@ -15,7 +15,7 @@ Pure functions; the callers turn a returned reason into a
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 MAX_EPOCH_S = 253402300799.0
 """9999-12-31T23:59:59Z in Unix seconds: the last second a ``datetime`` can format."""
@@ -62,3 +62,14 @@ def utc_text(ts_s: float) -> str:
         return datetime.fromtimestamp(ts_s, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     except (OverflowError, OSError, ValueError):
         return f"{ts_s:g} s"
+
+
+def zoned_epoch(when: datetime, tz: tzinfo) -> float:
+    """Unix seconds of ``when``, read in ``tz`` when it has no offset of its own; NaN when no
+    timestamp can hold it (so :func:`epoch_problem` names the problem)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=tz)
+    try:
+        return when.timestamp()
+    except (OverflowError, ValueError):
+        return math.nan

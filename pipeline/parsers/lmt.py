@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.limits import MAX_EXACT, MAX_LONG, epoch_problem
+from pipeline.parsers.limits import MAX_EXACT, MAX_LONG, epoch_problem, zoned_epoch
 from pipeline.parsers.table import HeaderedLines
 
 REQUIRED: tuple[str, ...] = ("TIMESTAMP", "OST_NAME", "READ_BYTES", "WRITE_BYTES")
@@ -116,10 +116,7 @@ def parse_timestamp(text: str, tz: tzinfo = UTC) -> float:
             raise ValueError(
                 f"not a timestamp: {text[:40]!r} (expected YYYY-MM-DD HH:MM:SS or Unix seconds)"
             ) from None
-        try:
-            value = when.replace(tzinfo=tz).timestamp()
-        except (OverflowError, ValueError):
-            value = math.nan
+        value = zoned_epoch(when, tz)
     problem = epoch_problem(value)
     if problem is not None:
         raise ValueError(f"not a timestamp: {text[:40]!r} is {problem}")

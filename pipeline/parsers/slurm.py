@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.limits import MAX_EXACT, epoch_digits, epoch_problem
+from pipeline.parsers.limits import MAX_EXACT, epoch_digits, epoch_problem, zoned_epoch
 from pipeline.parsers.table import HeaderedLines
 
 SACCT_FORMAT = (
@@ -277,12 +277,7 @@ def parse_time(text: str, tz: tzinfo = UTC) -> float | None:
             raise ValueError(f"not a sacct time: {text[:40]!r}") from None
         if "T" not in text:
             raise ValueError(f"not a sacct time: {text[:40]!r}")
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=tz)
-        try:
-            seconds = when.timestamp()
-        except (OverflowError, ValueError):
-            seconds = math.nan
+        seconds = zoned_epoch(when, tz)
     problem = epoch_problem(seconds)
     if problem is not None:
         raise ValueError(f"time {text[:40]!r} is {problem}")
