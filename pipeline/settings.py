@@ -258,6 +258,12 @@ class PeerSettings(_Frozen):
         description="The scheduled comparison takes samples older than this, so that every "
         "server's data for a moment has arrived.",
     )
+    ranking_every_s: float = Field(
+        3600.0,
+        gt=0,
+        description="Period of the persistence ranking (seed: hourly); a ranking is indexed at "
+        "the end of every period of UTC time.",
+    )
 
 
 class DarshanSettings(_Frozen):
@@ -301,6 +307,19 @@ class DarshanSettings(_Frozen):
         default_factory=dict,
         description="OST index -> LUN 'host/device' in the peer comparison, so that a "
         "critical file's OST can be matched with peer-anomaly results.",
+    )
+    mounts: Mapping[str, str] = Field(
+        default_factory=dict,
+        description="Mount point -> LUN 'host/device' in the peer comparison (or a device "
+        "'/dev/sdc', taken as a LUN of this host), so that a critical file on any file system "
+        "(ext4, XFS, GPFS, NFS) can be matched with peer-anomaly results; the longest mount "
+        "point holding the file wins.",
+    )
+    proc_mounts: bool = Field(
+        True,
+        description="Mount points not in darshan.mounts are looked up in this host's "
+        "/proc/mounts when the log is read (block devices only; the LUN is "
+        "'<this host>/<device>').",
     )
 
 
@@ -424,6 +443,37 @@ class AlertSettings(_Frozen):
         return self
 
 
+class IncidentSettings(_Frozen):
+    """Incidents: a persistently anomalous LUN, the fio SLA breaches and the Darshan jobs
+    whose critical files sit on it, on one time axis (``logs-iolens.incident``)."""
+
+    enabled: bool = Field(True, description="Run the incident job.")
+    sla: SlaSettings = Field(
+        SlaSettings(percentile=95, under_s=1.0),
+        description="An fio job's interval breaches the SLA when this percentile of its "
+        "completion latency (metrics-fio.latency, job scope) is over the limit; the percentile "
+        "must be one of fio.percentiles.",
+    )
+    gap_s: float = Field(
+        120.0,
+        ge=0,
+        description="Faulty windows of one LUN closer than this belong to one incident; an "
+        "incident closes when the LUN has been evaluated and not faulty for this long.",
+    )
+    margin_s: float = Field(
+        60.0,
+        ge=0,
+        description="fio breaches and Darshan jobs this long before the incident's start count "
+        "with it (the peer comparison indicts a LUN some windows after it became slow).",
+    )
+    lookback_s: float = Field(
+        3600.0,
+        gt=0,
+        description="Incidents that ended this recently are evaluated again, so Darshan logs "
+        "written at the end of long jobs still join them.",
+    )
+
+
 class JobsSettings(_Frozen):
     """Scheduled jobs."""
 
@@ -445,6 +495,7 @@ class Settings(_Frozen):
     sink: SinkSettings = Field(default_factory=SinkSettings)
     service_rate: ServiceRateSettings = Field(default_factory=ServiceRateSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
+    incident: IncidentSettings = Field(default_factory=IncidentSettings)
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 
 

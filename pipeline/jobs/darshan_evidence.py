@@ -2,20 +2,24 @@
 
 For one job: its Slurm node count (``logs-slurm.job``), the LMT load of the OSTs during its run
 (``metrics-lmt.ost``) and the LUNs the peer comparison marked anomalous during its run
-(``metrics-iolens.peer_anomaly``, matched to OSTs through ``darshan.ost_luns``). The result is
-passed to :func:`pipeline.reducers.io_diagnosis.diagnose`.
+(``metrics-iolens.peer_anomaly``), matched to OSTs through ``darshan.ost_luns`` and to the
+critical files of any file system through the mount table (``darshan.mounts`` and this host's
+``/proc/mounts``). The result is passed to :func:`pipeline.reducers.io_diagnosis.diagnose`.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
+from pathlib import Path
 from typing import Any
 
 from elasticsearch import Elasticsearch
 
+from pipeline.parsers.mounts import MountTable, configured_mounts, parse_proc_mounts
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import lmt_window
-from pipeline.settings import Settings
+from pipeline.settings import DarshanSettings, Settings
 from pipeline.sink.search import ClusterUnavailable, iter_hits
 
 log = logging.getLogger(__name__)
@@ -23,10 +27,16 @@ log = logging.getLogger(__name__)
 
 def server_evidence(client: Elasticsearch, settings: Settings, a: JobAnalysis) -> dict[str, Any]:
     """Server-side data for the diagnosis of a low-bandwidth job: the Slurm node count, the
-    LMT load of the OSTs during the job and the LUNs the peer comparison marked anomalous
-    (whatever of it is indexed; a cluster that cannot answer gives nothing)."""
+    LMT load of the OSTs during the job, where its critical files are mounted and the LUNs
+    the peer comparison marked anomalous during its run (whatever of it is indexed; a cluster
+    that cannot answer gives what was found before it failed).
+
+    Returns:
+        Keyword arguments of :func:`pipeline.reducers.io_diagnosis.diagnose`: ``node_count``,
+        ``lmt``, ``anomalous_osts`` (OST -> LUN), ``placement`` (critical file -> (mount
+        point, LUN)) and ``anomalous_luns`` (LUN -> highest record score).
+    """
     ns = settings.elasticsearch.namespace
-    ds = settings.darshan
     window = {
         "range": {
             "@timestamp": {
@@ -37,45 +47,104 @@ def server_evidence(client: Elasticsearch, settings: Settings, a: JobAnalysis) -
         }
     }
     out: dict[str, Any] = {}
+    placement = critical_placement(a, settings.darshan)
+    if placement:
+        out["placement"] = placement
     try:
-        slurm = list(
-            iter_hits(
-                client,
-                f"logs-slurm.job-{ns}",
-                {"bool": {"filter": [{"term": {"slurm.job.id": a.log.jobid}}]}},
-                [{"@timestamp": "asc"}],
-            )
-        )
-        if slurm:
-            nodes = slurm[0]["_source"]["slurm"]["job"].get("node_count")
-            out["node_count"] = int(nodes) if nodes else None
-        lmt_q: list[dict[str, Any]] = [window]
-        if ds.lmt_fs:
-            lmt_q.append({"term": {"lmt.ost.fs": ds.lmt_fs}})
-        rows = [
-            h["_source"]
-            for h in iter_hits(
-                client,
-                f"metrics-lmt.ost-{ns}",
-                {"bool": {"filter": lmt_q}},
-                [{"@timestamp": "asc"}, {"lmt.ost.name": "asc"}],
-            )
-        ]
-        if rows:
-            out["lmt"] = lmt_window(rows)
-        if ds.ost_luns:
-            luns = {lun: int(o) for o, lun in ds.ost_luns.items()}
-            anomalous: dict[int, str] = {}
-            for h in iter_hits(
-                client,
-                f"metrics-iolens.peer_anomaly-{ns}",
-                {"bool": {"filter": [window, {"term": {"iolens.anomalous": True}}]}},
-                [{"@timestamp": "asc"}],
-            ):
-                lun = h["_source"]["iolens"]["peer"]["lun"]
-                if lun in luns:
-                    anomalous[luns[lun]] = lun
-            out["anomalous_osts"] = anomalous
+        out.update(_slurm_and_lmt(client, settings, a, window))
+        ost_luns = {lun: int(o) for o, lun in settings.darshan.ost_luns.items()}
+        wanted = set(ost_luns) | {lun for _, lun in placement.values()}
+        if wanted:
+            scores = anomalous_luns(client, f"metrics-iolens.peer_anomaly-{ns}", window, wanted)
+            if ost_luns:
+                out["anomalous_osts"] = {ost_luns[lun]: lun for lun in scores if lun in ost_luns}
+            if placement:
+                out["anomalous_luns"] = scores
     except ClusterUnavailable as err:
         log.warning("server-side evidence for job %s unavailable: %s", a.log.jobid, err)
+    return out
+
+
+def _slurm_and_lmt(
+    client: Elasticsearch, settings: Settings, a: JobAnalysis, window: dict[str, Any]
+) -> dict[str, Any]:
+    """The job's Slurm node count and the LMT load of the OSTs during its run."""
+    ns = settings.elasticsearch.namespace
+    out: dict[str, Any] = {}
+    slurm = list(
+        iter_hits(
+            client,
+            f"logs-slurm.job-{ns}",
+            {"bool": {"filter": [{"term": {"slurm.job.id": a.log.jobid}}]}},
+            [{"@timestamp": "asc"}],
+        )
+    )
+    if slurm:
+        nodes = slurm[0]["_source"]["slurm"]["job"].get("node_count")
+        out["node_count"] = int(nodes) if nodes else None
+    lmt_q: list[dict[str, Any]] = [window]
+    if settings.darshan.lmt_fs:
+        lmt_q.append({"term": {"lmt.ost.fs": settings.darshan.lmt_fs}})
+    rows = [
+        h["_source"]
+        for h in iter_hits(
+            client,
+            f"metrics-lmt.ost-{ns}",
+            {"bool": {"filter": lmt_q}},
+            [{"@timestamp": "asc"}, {"lmt.ost.name": "asc"}],
+        )
+    ]
+    if rows:
+        out["lmt"] = lmt_window(rows)
+    return out
+
+
+def anomalous_luns(
+    client: Elasticsearch, index: str, window: dict[str, Any], luns: set[str]
+) -> dict[str, float]:
+    """LUN -> highest ``iolens.record_score`` of its windows marked anomalous in ``window``
+    (a ``range`` query on ``@timestamp``), for the LUNs in ``luns``."""
+    scores: dict[str, float] = {}
+    query = {
+        "bool": {
+            "filter": [
+                window,
+                {"term": {"iolens.anomalous": True}},
+                {"terms": {"iolens.peer.lun": sorted(luns)}},
+            ]
+        }
+    }
+    for h in iter_hits(client, index, query, [{"@timestamp": "asc"}, {"iolens.peer.lun": "asc"}]):
+        src = h["_source"]["iolens"]
+        lun = src["peer"]["lun"]
+        scores[lun] = max(scores.get(lun, 0.0), float(src.get("record_score") or 0.0))
+    return scores
+
+
+def mount_table(darshan: DarshanSettings, host: str | None = None) -> MountTable:
+    """The configured mount points (``darshan.mounts``), then this host's ``/proc/mounts``
+    as it is now (unless ``darshan.proc_mounts`` is off or the file is unreadable)."""
+    host = host or socket.gethostname()
+    tables = [configured_mounts(darshan.mounts, host)]
+    if darshan.proc_mounts:
+        try:
+            text = Path("/proc/mounts").read_text(encoding="utf-8", errors="replace")
+        except OSError as err:
+            log.debug("no /proc/mounts here (%s); only darshan.mounts is used", err)
+        else:
+            tables.append(parse_proc_mounts(text, host))
+    return MountTable(*tables)
+
+
+def critical_placement(a: JobAnalysis, darshan: DarshanSettings) -> dict[str, tuple[str, str]]:
+    """Critical file name -> ``(mount point, LUN)`` for the critical files whose mount point
+    is on a known block device."""
+    if not a.critical:
+        return {}
+    table = mount_table(darshan)
+    out = {}
+    for cf in a.critical:
+        m = table.lookup(cf.name)
+        if m is not None and m.lun is not None:
+            out[cf.name] = (m.mount_point, m.lun)
     return out

@@ -303,7 +303,7 @@ class FioLatencyJob:
                 continue
             idx, cnt = sparse_bins(fio, layout)
             host = src["host"]["name"]
-            job = f"{host}/{fio['job']}"
+            job = job_scope(host, fio.get("prefix"), fio["job"])
             for scope, value in (("cluster", ""), ("host", host), ("job", job)):
                 for ddir in (fio["ddir"], "mixed"):
                     merger.add_sparse((scope, value, ddir, start), idx, cnt)
@@ -331,14 +331,17 @@ class FioLatencyJob:
             )
 
     def _key(self, scope: str, value: str, ddir: str, start: int, interval_ms: int) -> LatencyKey:
-        host = value.split("/", 1)[0] if scope != "cluster" else None
-        job = value.split("/", 1)[1] if scope == "job" else None
-        return LatencyKey(scope, host, job, ddir, start, interval_ms, self.fio.method)
+        if scope != "job":
+            host = value if scope == "host" else None
+            return LatencyKey(scope, host, None, ddir, start, interval_ms, self.fio.method)
+        host, prefix, job = value.split(_SEP)
+        method = self.fio.method
+        return LatencyKey(scope, host, job, ddir, start, interval_ms, method, prefix or None)
 
     def _compute_flp(self, interval_ms: int, start: int) -> Iterator[Document]:
         end = start + interval_ms
         query = {"range": {"fio.window.end_ms": {"gt": start, "lt": end + FLP_LOOKAHEAD_MS}}}
-        streams: dict[tuple[str, str], list[FioHistRow]] = defaultdict(list)
+        streams: dict[tuple[str, str, str], list[FioHistRow]] = defaultdict(list)
         layout: BinLayout | None = None
         for hit in self._hits(query):
             src = hit["_source"]
@@ -355,7 +358,7 @@ class FioLatencyJob:
                 idx,
                 cnt,
             )
-            streams[(src["host"]["name"], str(fio["job"]))].append(row)
+            streams[(src["host"]["name"], fio.get("prefix") or "", str(fio["job"]))].append(row)
         if layout is None:
             return
         pct = [p for p in self.fio.percentiles if p != 50]
@@ -368,10 +371,12 @@ class FioLatencyJob:
         scale = layout.unit_ns
         created = self.clock() * 1000
         ref = LineRef(JOB_KEY, "", interval_ms, start)
-        scopes: dict[tuple[str, str], list[tuple[str, str]]] = {("cluster", ""): sorted(streams)}
-        for host, job in sorted(streams):
-            scopes.setdefault(("host", host), []).append((host, job))
-            scopes[("job", f"{host}/{job}")] = [(host, job)]
+        scopes: dict[tuple[str, str], list[tuple[str, str, str]]] = {
+            ("cluster", ""): sorted(streams)
+        }
+        for host, prefix, job in sorted(streams):
+            scopes.setdefault(("host", host), []).append((host, prefix, job))
+            scopes[("job", job_scope(host, prefix, job))] = [(host, prefix, job)]
         for (scope, value), members in scopes.items():
             merged = sorted(
                 ((r.time_ms, i, r) for i, m in enumerate(members) for r in streams[m]),
@@ -413,6 +418,16 @@ def intervals_query(items: Sequence[tuple[int, int]]) -> dict[str, Any]:
     }
 
 
+_SEP = "\x1f"
+
+
+def job_scope(host: str, prefix: str | None, job: object) -> str:
+    """The job scope's merge key: host, ``write_hist_log`` prefix (``""`` for histograms
+    indexed before prefixes were recorded) and fio's job number. Two fio runs on one host
+    with different log prefixes are different jobs, even with the same job numbers."""
+    return f"{host}{_SEP}{prefix or ''}{_SEP}{job}"
+
+
 def superseded_query(
     interval_ms: int, start: int, method: str, docs: Sequence[Document]
 ) -> dict[str, Any]:
@@ -435,6 +450,7 @@ def superseded_query(
                         {"term": {"fio.ddir": fio["ddir"]}},
                         same("host.name", src.get("host", {}).get("name")),
                         same("fio.job", fio.get("job")),
+                        same("fio.prefix", fio.get("prefix")),
                         {"range": {"fio.records": {"lt": fio["records"]}}},
                     ]
                 }

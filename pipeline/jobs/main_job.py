@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo
 
 from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
+from pipeline.jobs.incident_job import IncidentJob
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.peer_job import PeerJob, load_thresholds
 from pipeline.jobs.service_monitor import ServiceMonitor, StageState
@@ -85,6 +86,8 @@ class RunSummary:
     bad_files: int = 0
     intervals: int = 0
     peer_windows: int = 0
+    incidents: int = 0
+    """Incident documents written (new or changed)."""
     docs: dict[str, dict[str, int]] = field(default_factory=dict)
     dead_letters: dict[str, int] = field(default_factory=dict)
     spooled: int = 0
@@ -158,6 +161,17 @@ class MainJob:
             count=lambda index, query: count_docs(self.client, index, query),
         )
         self.peer = self._peer_job(settings, client, clock)
+        self.incident = IncidentJob(
+            client,
+            settings,
+            Lease(
+                client,
+                f"incident.{settings.elasticsearch.namespace}",
+                ttl_s=max(120.0, 6 * settings.jobs.tick_s),
+                clock=clock,
+            ).acquire,
+            clock,
+        )
         self.tails: dict[str, Tail] = {}
         self._retired: dict[str, Tail] = {}
         self._drops: dict[str, DropSettings] = {}
@@ -202,6 +216,7 @@ class MainJob:
             clock=clock,
             refresh=lambda index: refresh(self.client, index),
             sysstat_drops=any(d.type in ("sadf", "sadc") for d in settings.drops),
+            thresholds_path=path,
         )
 
     def _rate_estimated(self, st: StageState) -> None:
@@ -807,6 +822,9 @@ class MainJob:
         self.sink.flush()
         self.latency.supersede()
         self.summary.peer_windows += self.peer.run(force=True)
+        if self.peer.thresholds is not None:
+            self.sink.flush()
+            self.summary.incidents += self.incident.run()
         self.sink.queue.producer_idle(True)
         return self.snapshot()
 
@@ -860,6 +878,8 @@ class MainJob:
                     self._health()
                     self.summary.intervals += self.latency.run()
                     self.summary.peer_windows += self.peer.run()
+                    if self.peer.thresholds is not None:
+                        self.summary.incidents += self.incident.run()
                     next_tick = self.clock() + self.settings.jobs.tick_s
         finally:
             for w in watchers:

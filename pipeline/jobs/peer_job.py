@@ -72,6 +72,8 @@ class PeerJob:
         clock: wall-clock seconds.
         refresh: makes a data stream's recent writes searchable.
         sysstat_drops: this instance ships sysstat data (say once that thresholds are missing).
+        thresholds_path: where ``iolens train`` writes thresholds; while ``thresholds`` is None
+            the job looks there on every run, so training during a run starts the comparison.
     """
 
     hits: Hits
@@ -86,8 +88,21 @@ class PeerJob:
     clock: Callable[[], float] = time.time
     refresh: Callable[[str], None] = lambda index: None
     sysstat_drops: bool = True
+    thresholds_path: Path | None = None
     windows: int = 0
     _warned: bool = field(default=False, repr=False)
+
+    @staticmethod
+    def _load_new_thresholds(path: Path) -> Thresholds | None:
+        """Thresholds trained while the job waited for them (``iolens train`` during a run)."""
+        try:
+            found = load_thresholds(path)
+        except (ValueError, KeyError, OSError) as err:
+            log.warning("%s: not a thresholds file yet (%s); the peer comparison waits", path, err)
+            return None
+        if found is not None:
+            log.info("peer comparison starts with the thresholds in %s", path)
+        return found
 
     @property
     def params(self) -> PeerParams:
@@ -100,6 +115,8 @@ class PeerJob:
 
         ``force`` also takes data younger than ``peer.settle_s`` (end of a ``--once`` run).
         """
+        if self.thresholds is None and self.thresholds_path is not None:
+            self.thresholds = self._load_new_thresholds(self.thresholds_path)
         if self.thresholds is None:
             if not self._warned:
                 level = logging.WARNING if self.sysstat_drops else logging.DEBUG
@@ -131,7 +148,8 @@ class PeerJob:
             acc = Persistence(**accumulators.get(metric, {"metric": metric}))
             hour = hours.get(metric)
             for r in results:
-                hour_end = math.ceil(r.end_s / 3600) * 3600
+                every = self.peer.ranking_every_s
+                hour_end = math.ceil(r.end_s / every) * every
                 if hour is not None and hour_end > hour:
                     self._emit_hour(metric, acc, hour, created)
                 hour = hour_end

@@ -14,6 +14,9 @@ Drishti-style insights (:mod:`pipeline.reducers.insights`) and the causes found:
   slower than on its other OSTs (:func:`pipeline.reducers.darshan_job.ost_stats`), on an OST
   that LMT shows moving far less than its peers during the job, or on an OST whose LUN the peer
   comparison marked anomalous;
+* ``anomalous_lun`` (beyond IOMiner, any file system): a critical file sits under a mount point
+  whose LUN the peer comparison marked anomalous during the job (the mount table maps files to
+  LUNs, see :mod:`pipeline.parsers.mounts`);
 * ``ost_load`` (beyond IOMiner): LMT shows a critical file's OST far busier than its peers
   with traffic that is not the job's own (contention from other jobs).
 
@@ -32,7 +35,9 @@ import numpy as np
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.insights import Insight, insights
 
-CauseKind = Literal["contention", "small_noncontiguous", "dominant_file", "slow_ost", "ost_load"]
+CauseKind = Literal[
+    "contention", "small_noncontiguous", "dominant_file", "slow_ost", "ost_load", "anomalous_lun"
+]
 
 PROC_PER_OST = 3.0
 SMALL_NONCONSEC = 0.5
@@ -66,6 +71,7 @@ class Cause:
         ost: the OST concerned, if any.
         files: the critical files concerned.
         source: ``darshan`` (the job's own counters), ``lmt`` or ``peer``.
+        lun: the LUN (``host/device``) concerned, if any.
     """
 
     kind: CauseKind
@@ -73,6 +79,7 @@ class Cause:
     ost: int | None = None
     files: tuple[str, ...] = ()
     source: str = "darshan"
+    lun: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,7 @@ class Diagnosis:
         bandwidth_bytes_per_s: direction -> bandwidth on the direction's critical path.
         insights: the Drishti-style findings.
         causes: the causes found, most specific first (server side before factors).
+        placement: critical file name -> ``(mount point, LUN)`` where the mount table knew it.
     """
 
     analysis: JobAnalysis
@@ -103,6 +111,7 @@ class Diagnosis:
     bandwidth_bytes_per_s: Mapping[str, float | None]
     insights: tuple[Insight, ...]
     causes: tuple[Cause, ...] = field(default=())
+    placement: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def low_bandwidth(a: JobAnalysis, t: Thresholds) -> tuple[str, ...]:
@@ -127,6 +136,8 @@ def diagnose(
     node_count: int | None = None,
     lmt: LmtWindow | None = None,
     anomalous_osts: Mapping[int, str] | None = None,
+    placement: Mapping[str, tuple[str, str]] | None = None,
+    anomalous_luns: Mapping[str, float] | None = None,
 ) -> Diagnosis:
     """Diagnose one analysed job.
 
@@ -137,6 +148,9 @@ def diagnose(
         lmt: LMT load of the OSTs during the job, if indexed.
         anomalous_osts: OST index -> LUN (``host/device``) the peer comparison marked anomalous
             during the job.
+        placement: critical file name -> ``(mount point, LUN)`` from the mount table.
+        anomalous_luns: LUN -> highest record score (0-100) of the windows in which the peer
+            comparison marked it anomalous during the job.
 
     Returns:
         The :class:`Diagnosis`. It is computed for every job; ``low`` says whether the job is
@@ -179,6 +193,7 @@ def diagnose(
                     "peer",
                 )
             )
+    causes += _lun_causes(a, placement or {}, anomalous_luns or {})
     f = a.factors
     if (f.get("proc_per_ost") or 0) > PROC_PER_OST:
         causes.append(
@@ -208,7 +223,37 @@ def diagnose(
             )
         )
     bw = {d: job[f"{d}_bytes_per_s"] for d in ("read", "write")}
-    return Diagnosis(a, low_bandwidth(a, t), bw, tuple(found), tuple(causes))
+    return Diagnosis(a, low_bandwidth(a, t), bw, tuple(found), tuple(causes), dict(placement or {}))
+
+
+def _lun_causes(
+    a: JobAnalysis,
+    placement: Mapping[str, tuple[str, str]],
+    anomalous_luns: Mapping[str, float],
+) -> list[Cause]:
+    """Critical files under a mount point whose LUN was anomalous among its peers during the
+    job, one cause per LUN, the LUN holding most of the critical path first."""
+    by_lun: dict[str, list[tuple[float, str, str]]] = {}
+    for cf in a.critical:
+        mount, lun = placement.get(cf.name, ("", ""))
+        if lun in anomalous_luns:
+            by_lun.setdefault(lun, []).append((cf.share, cf.name, mount))
+    out = []
+    for lun, files in sorted(by_lun.items(), key=lambda kv: -sum(f[0] for f in kv[1])):
+        share = sum(f[0] for f in files)
+        out.append(
+            Cause(
+                "anomalous_lun",
+                f"LUN {lun} (mounted at {files[0][2]}) was anomalous among its peers during the "
+                f"job (record score {anomalous_luns[lun]:.0f}); {len(files)} critical "
+                f"file{'s' if len(files) > 1 else ''} on it hold {share:.1%} of the critical path",
+                None,
+                tuple(name for _, name, _ in files[:3]),
+                "peer",
+                lun,
+            )
+        )
+    return out
 
 
 def _lmt_causes(a: JobAnalysis, lmt: LmtWindow, crit_osts: dict[int, list[str]]) -> list[Cause]:

@@ -141,6 +141,7 @@ def diagnosis_document(
         "write_bytes_per_s": d.bandwidth_bytes_per_s.get("write"),
         "critical_bytes_per_s": job["critical_bytes_per_s"],
         "naive_bytes_per_s": job["naive_bytes_per_s"],
+        "end": iso_ms(a.log.end_s * 1000),
         "io_time_s": a.cover.union,
         "span_s": a.cover.span,
         "critical_files": [
@@ -153,6 +154,8 @@ def diagnosis_document(
                     "osts": list(cf.osts),
                     "nprocs": cf.nprocs,
                     "stripe_count": cf.stripe_count,
+                    "mount_point": d.placement.get(cf.name, (None, None))[0],
+                    "lun": d.placement.get(cf.name, (None, None))[1],
                     **{k: v for k, v in cf.factors.items() if v is not None},
                 }
             )
@@ -173,6 +176,7 @@ def diagnosis_document(
                     "ost": c.ost,
                     "files": list(c.files),
                     "source": c.source,
+                    "lun": c.lun,
                 }
             )
             for c in d.causes

@@ -126,6 +126,7 @@ def histogram_document(
     count, unit, coarseness = rec.bins
     source["fio"] = {
         "job": src.job,
+        "prefix": src.prefix,
         "ddir": rec.ddir,
         "bs": rec.bs,
         "log": {"time_ms": rec.time_ms, "line": ref.line_no},
@@ -149,6 +150,7 @@ class LatencyKey:
     interval_start_ms: int
     interval_ms: int
     method: str  # window | flp
+    prefix: str | None = None  # the job's write_hist_log prefix (job scope)
 
 
 def latency_document(
@@ -172,6 +174,8 @@ def latency_document(
     }
     if key.job is not None:
         fio["job"] = key.job
+    if key.prefix is not None:
+        fio["prefix"] = key.prefix
     source["fio"] = fio
     source["iolens"] = {"scope": key.scope, "method": key.method}
     # The revision (records merged, samples) is part of the id: the same inputs give the same
@@ -187,6 +191,7 @@ def latency_document(
         key.method,
         records,
         stats.get("samples"),
+        *(() if key.prefix is None else (key.prefix,)),
     )
     return Document(stream_name("metrics", LATENCY_DATASET, ctx.namespace), ident, source, refs)
 

@@ -46,6 +46,7 @@ def test_load_templates_orders_ilm_component_index() -> None:
         ("component", "iolens@settings"),
         ("component", "logs-darshan.file@package"),
         ("component", "logs-darshan.job@package"),
+        ("component", "logs-iolens.incident@package"),
         ("component", "logs-iolens.io_diagnosis@package"),
         ("component", "logs-iolens.request@package"),
         ("component", "logs-slurm.job@package"),
@@ -60,6 +61,7 @@ def test_load_templates_orders_ilm_component_index() -> None:
         ("component", "metrics-sysstat.diskio@package"),
         ("index", "logs-darshan.file"),
         ("index", "logs-darshan.job"),
+        ("index", "logs-iolens.incident"),
         ("index", "logs-iolens.io_diagnosis"),
         ("index", "logs-iolens.request"),
         ("index", "logs-slurm.job"),
@@ -98,6 +100,7 @@ def test_index_templates_follow_the_conventions(stream: str) -> None:
 def test_histogram_stream_fields() -> None:
     assert flatten(props("metrics-fio.histogram@package")) == {
         "fio.job": "keyword",
+        "fio.prefix": "keyword",
         "fio.ddir": "keyword",
         "fio.bs": "long",
         "fio.log.time_ms": "long",
@@ -124,6 +127,7 @@ def test_histogram_stream_fields() -> None:
 def test_latency_stream_fields() -> None:
     assert flatten(props("metrics-fio.latency@package")) == {
         "fio.job": "keyword",
+        "fio.prefix": "keyword",
         "fio.ddir": "keyword",
         "fio.interval.start_ms": "long",
         "fio.interval.end_ms": "long",

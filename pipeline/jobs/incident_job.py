@@ -1,0 +1,248 @@
+"""Scheduled job: incidents, correlated across streams on one time axis.
+
+Each run (on the one instance holding the ``incident.<namespace>`` lease) reads what the other
+stages indexed since the earliest open incident or ``incident.lookback_s`` ago, whichever is
+earlier:
+
+* ``metrics-iolens.peer_anomaly``: the windows of every LUN that was faulty in that time;
+* ``metrics-iolens.persistence``: those LUNs' latest rank in the persistence ranking;
+* ``metrics-fio.latency`` (job scope): intervals whose SLA percentile is over the limit;
+* ``logs-iolens.io_diagnosis``: diagnosed Darshan jobs with critical files on those LUNs;
+
+and writes one ``logs-iolens.incident`` document per incident
+(:func:`pipeline.reducers.incident.spans` and :func:`~pipeline.reducers.incident.correlate`),
+updated in place while it changes. Incidents are recomputed from the indexed data on every run,
+so a failed run is simply repeated; a Darshan log written when a long job ends, after its
+incident closed, still joins it within the look-back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from elasticsearch import Elasticsearch
+
+from pipeline.jobs.darshan_evidence import mount_table
+from pipeline.reducers.fio_window import percentile_key
+from pipeline.reducers.incident import (
+    INCIDENT_DATASET,
+    Breach,
+    Incident,
+    JobOnLun,
+    LunWindow,
+    correlate,
+    spans,
+)
+from pipeline.settings import Settings
+from pipeline.sink.documents import DocContext
+from pipeline.sink.incident_documents import incident_source, write_incidents
+from pipeline.sink.search import ClusterUnavailable, iter_hits, refresh
+
+log = logging.getLogger(__name__)
+
+
+def _epoch_s(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def _range(since_s: float) -> dict[str, Any]:
+    return {"range": {"@timestamp": {"gte": int(since_s * 1000), "format": "epoch_millis"}}}
+
+
+@dataclass
+class IncidentJob:
+    """One scheduled incident job.
+
+    Args:
+        client: the cluster (reads, and the in-place writes of the incident documents).
+        settings: the configuration (``incident``, ``alerts``-independent SLA, ``darshan``
+            mount table, namespace).
+        lease: takes or renews the job's lease.
+        clock: wall-clock seconds.
+    """
+
+    client: Elasticsearch
+    settings: Settings
+    lease: Callable[[], bool]
+    clock: Callable[[], float] = time.time
+    written: int = 0
+
+    @property
+    def ns(self) -> str:
+        """The data streams' namespace."""
+        return self.settings.elasticsearch.namespace
+
+    def run(self) -> int:
+        """Recompute the incidents of the look-back; returns documents written (new or
+        changed). A cluster that cannot answer postpones the run."""
+        if not self.settings.incident.enabled:
+            return 0
+        try:
+            if not self.lease():
+                return 0
+            incidents = self.incidents()
+            docs = self._documents(incidents)
+            n = write_incidents(self.client, self.ns, docs)
+        except ClusterUnavailable as err:
+            log.warning("incident job postponed: %s", err)
+            return 0
+        self.written += n
+        return n
+
+    def incidents(self) -> list[Incident]:
+        """Every incident whose stretch reaches into the look-back, correlated."""
+        cfg = self.settings.incident
+        now = self.clock()
+        since = min(now - cfg.lookback_s, self._open_since(now)) - cfg.gap_s
+        for stream in ("metrics-iolens.peer_anomaly", "logs-iolens.io_diagnosis"):
+            refresh(self.client, f"{stream}-{self.ns}")
+        found = spans(self._windows(since), cfg.gap_s)
+        if not found:
+            return []
+        luns = sorted({s.lun for s in found})
+        earliest = min(s.start_s for s in found) - cfg.margin_s
+        breaches = list(self._breaches(earliest))
+        jobs = list(self._jobs(earliest, luns))
+        ranks = self._persistence(earliest, luns)
+        mounts = self._mount_points(luns)
+        sla = self._sla_text()
+        return [
+            correlate(
+                s,
+                breaches,
+                jobs,
+                margin_s=cfg.margin_s,
+                now_s=now,
+                mount_point=mounts.get(s.lun),
+                persistence=ranks.get(s.lun),
+                sla=sla,
+            )
+            for s in found
+        ]
+
+    def _documents(self, incidents: Iterable[Incident]) -> list[tuple[str, dict[str, Any]]]:
+        ctx = DocContext(namespace=self.ns)
+        sla = self.settings.incident.sla
+        limits = (sla.percentile, sla.under_s * 1000)
+        created = self.clock() * 1000
+        return [(i.span.id, incident_source(ctx, i, limits, created)) for i in incidents]
+
+    def _sla_text(self) -> str:
+        sla = self.settings.incident.sla
+        return f"the SLA ({percentile_key(sla.percentile)} under {sla.under_s * 1000:g} ms)"
+
+    def _hits(
+        self, stream: str, filters: Sequence[Mapping[str, Any]], sort: Sequence[Mapping[str, Any]]
+    ) -> Iterator[Mapping[str, Any]]:
+        index = f"{stream}-{self.ns}"
+        yield from iter_hits(self.client, index, {"bool": {"filter": list(filters)}}, sort)
+
+    def _open_since(self, now: float) -> float:
+        """Start of the earliest open incident (``now`` when none is open)."""
+        starts = [
+            _epoch_s(h["_source"]["iolens"]["incident"]["start"])
+            for h in self._hits(
+                f"logs-{INCIDENT_DATASET}",
+                [{"term": {"iolens.incident.status": "open"}}],
+                [{"@timestamp": "asc"}, {"iolens.incident.id": "asc"}],
+            )
+        ]
+        return min(starts, default=now)
+
+    def _windows(self, since: float) -> Iterator[LunWindow]:
+        """Every window since ``since`` of the LUNs faulty in that time."""
+        stream = "metrics-iolens.peer_anomaly"
+        sort: list[Mapping[str, Any]] = [{"@timestamp": "asc"}, {"iolens.peer.lun": "asc"}]
+        faulty = {
+            h["_source"]["iolens"]["peer"]["lun"]
+            for h in self._hits(stream, [_range(since), {"term": {"iolens.faulty": True}}], sort)
+        }
+        if not faulty:
+            return
+        filters = [_range(since), {"terms": {"iolens.peer.lun": sorted(faulty)}}]
+        for h in self._hits(stream, filters, [*sort, {"iolens.peer.metric": "asc"}]):
+            src = h["_source"]["iolens"]
+            peer = src["peer"]
+            yield LunWindow(
+                peer["lun"],
+                peer["group"],
+                peer["metric"],
+                float(peer["window"]["start_s"]),
+                float(peer["window"]["end_s"]),
+                bool(src["anomalous"]),
+                bool(src["faulty"]),
+                float(src.get("record_score") or 0.0),
+            )
+
+    def _breaches(self, since: float) -> Iterator[Breach]:
+        """fio job-scope intervals since ``since`` over the SLA."""
+        sla = self.settings.incident.sla
+        field = f"fio.clat_ns.{percentile_key(sla.percentile)}"
+        filters: list[Mapping[str, Any]] = [
+            _range(since),
+            {"term": {"iolens.scope": "job"}},
+            {"range": {field: {"gt": sla.under_s * 1e9}}},
+        ]
+        sort: list[Mapping[str, Any]] = [
+            {"@timestamp": "asc"},
+            {"host.name": "asc"},
+            {"fio.job": "asc"},
+            {"fio.ddir": "asc"},
+        ]
+        for h in self._hits("metrics-fio.latency", filters, sort):
+            src = h["_source"]
+            fio = src["fio"]
+            value = fio["clat_ns"][percentile_key(sla.percentile)]
+            yield Breach(
+                src["host"]["name"],
+                str(fio["job"]),
+                fio["interval"]["start_ms"] / 1000,
+                value / 1e6,
+            )
+
+    def _jobs(self, since: float, luns: list[str]) -> Iterator[JobOnLun]:
+        """Diagnosed Darshan jobs still running at ``since`` with critical files on ``luns``."""
+        filters: list[Mapping[str, Any]] = [
+            {"terms": {"iolens.io_diagnosis.critical_files.lun": luns}},
+            {"range": {"iolens.io_diagnosis.end": {"gte": int(since * 1000)}}},
+        ]
+        sort: list[Mapping[str, Any]] = [
+            {"@timestamp": "asc"},
+            {"iolens.io_diagnosis.log_id": "asc"},
+        ]
+        for h in self._hits("logs-iolens.io_diagnosis", filters, sort):
+            src = h["_source"]
+            diag = src["iolens"]["io_diagnosis"]
+            files: dict[str, list[tuple[str, str | None]]] = {}
+            for cf in diag.get("critical_files", []):
+                if cf.get("lun") in luns:
+                    files.setdefault(cf["lun"], []).append((cf["name"], cf.get("mount_point")))
+            for lun, named in files.items():
+                yield JobOnLun(
+                    str(diag["job_id"]),
+                    _epoch_s(src["@timestamp"]),
+                    _epoch_s(diag["end"]),
+                    lun,
+                    named[0][1],
+                    tuple(name for name, _ in named),
+                )
+
+    def _persistence(self, since: float, luns: list[str]) -> dict[str, tuple[int, float]]:
+        """LUN -> (rank, value) of its latest persistence ranking since ``since``."""
+        out: dict[str, tuple[int, float]] = {}
+        filters = [_range(since), {"terms": {"iolens.persistence.lun": luns}}]
+        sort: list[Mapping[str, Any]] = [{"@timestamp": "asc"}, {"iolens.persistence.lun": "asc"}]
+        for h in self._hits("metrics-iolens.persistence", filters, sort):
+            p = h["_source"]["iolens"]["persistence"]
+            out[p["lun"]] = (int(p["rank"]), float(p["value"]))
+        return out
+
+    def _mount_points(self, luns: list[str]) -> dict[str, str]:
+        """LUN -> its mount point in the mount table (configured, then /proc/mounts)."""
+        table = mount_table(self.settings.darshan)
+        return {m.lun: m.mount_point for m in table.mounts() if m.lun in luns}

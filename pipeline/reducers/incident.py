@@ -1,0 +1,271 @@
+"""Incidents: one slow LUN seen by every stream, on one time axis.
+
+A LUN that the peer comparison marks *faulty* (anomalous in k of the last 2k-1 windows, seed
+001 section 4.2.4) is persistently slow among its peers. An incident is one such stretch of
+time: it starts at the first anomalous window of the streak that made the LUN faulty (the
+window in which the detector first saw the fault; seed 001 puts the onset inside it) and ends
+at the end of its last faulty window. Faulty windows closer than ``gap_s`` belong to one
+incident; the incident is *closed* once the LUN was evaluated and not faulty for ``gap_s``
+after its last faulty window, and *open* (no end) until then.
+
+Around that stretch (from ``margin_s`` before its start, as the detector indicts a LUN some
+windows after it became slow, to its end, or now while open) the incident gathers:
+
+* the fio intervals that breached the latency SLA, per job and host (``metrics-fio.latency``,
+  job scope; seed 000's merged percentiles);
+* the Darshan jobs whose critical files sit on the LUN (``logs-iolens.io_diagnosis``, files
+  mapped to LUNs through the mount table; seed 004 II-D's critical path) and those files.
+
+Everything here is pure: the job (:mod:`pipeline.jobs.incident_job`) passes the documents'
+values in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pipeline.sink.documents import doc_id
+
+INCIDENT_DATASET = "iolens.incident"
+
+
+@dataclass(frozen=True)
+class LunWindow:
+    """One peer-comparison window of one LUN (a ``metrics-iolens.peer_anomaly`` document).
+
+    Attributes:
+        lun: ``host/device``; group, metric: its peer group and the metric compared.
+        start_s, end_s: the window, Unix seconds.
+        anomalous, faulty: the detector's verdicts; score: record score 0-100.
+    """
+
+    lun: str
+    group: str
+    metric: str
+    start_s: float
+    end_s: float
+    anomalous: bool
+    faulty: bool
+    score: float
+
+
+@dataclass(frozen=True)
+class Span:
+    """The stretch of one incident as the peer comparison sees it.
+
+    Attributes:
+        lun, group, metric: the LUN (``host/device``), its peer group and the first metric
+            that made it faulty.
+        start_s: start of the first anomalous window of the streak; last_s: end of the last
+            faulty window (Unix s).
+        closed: the LUN was evaluated and not faulty for ``gap_s`` after ``last_s``.
+        windows: faulty windows; max_score: highest record score in the stretch.
+    """
+
+    lun: str
+    group: str
+    metric: str
+    start_s: float
+    last_s: float
+    closed: bool
+    windows: int
+    max_score: float
+
+    @property
+    def id(self) -> str:
+        """Deterministic incident id: the LUN and the start (stable while it is open)."""
+        return doc_id(INCIDENT_DATASET, self.lun, f"{self.start_s:.3f}")
+
+
+@dataclass(frozen=True)
+class Breach:
+    """One fio interval of one job over the SLA (``metrics-fio.latency``, job scope).
+
+    Attributes:
+        host, job: as the latency documents name them; start_s: interval start (Unix s);
+        value_ms: the SLA percentile's latency in the interval.
+    """
+
+    host: str
+    job: str
+    start_s: float
+    value_ms: float
+
+    @property
+    def name(self) -> str:
+        """``host/job``, the job scope's name in ``metrics-fio.latency``."""
+        return f"{self.host}/{self.job}"
+
+
+@dataclass(frozen=True)
+class JobOnLun:
+    """A diagnosed Darshan job with critical files on one LUN.
+
+    Attributes:
+        job_id: Darshan's job id; start_s, end_s: its run (Unix s).
+        lun: ``host/device``; mount_point: where the LUN is mounted.
+        files: its critical files on the LUN.
+    """
+
+    job_id: str
+    start_s: float
+    end_s: float
+    lun: str
+    mount_point: str | None
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One incident, ready to become a ``logs-iolens.incident`` document.
+
+    Attributes:
+        span: the stretch; mount_point: where the LUN is mounted (None: not known).
+        jobs: Darshan job ids; critical_files: their critical files on the LUN.
+        fio_breaches: fio intervals over the SLA; fio_jobs: ``host/job`` of those that breached.
+        persistence: ``(rank, value)`` of the LUN's latest persistence ranking in the stretch.
+        summary: one sentence a person reads.
+    """
+
+    span: Span
+    mount_point: str | None
+    jobs: tuple[str, ...]
+    critical_files: tuple[str, ...]
+    fio_breaches: int
+    fio_jobs: tuple[str, ...]
+    persistence: tuple[int, float] | None
+    summary: str
+
+
+def spans(windows: Iterable[LunWindow], gap_s: float) -> list[Span]:
+    """The incidents' stretches in the peer comparison's windows.
+
+    Args:
+        windows: every evaluated window of the LUNs (any order; several metrics may be mixed,
+            a LUN's windows are merged over metrics).
+        gap_s: faulty windows at most this far apart (previous end to next start) are one
+            incident; a LUN not faulty for this long after its last faulty window recovered.
+
+    Returns:
+        Stretches ordered by start, then LUN.
+    """
+    by_lun: dict[str, list[LunWindow]] = {}
+    for w in windows:
+        by_lun.setdefault(w.lun, []).append(w)
+    out: list[Span] = []
+    for wins in by_lun.values():
+        wins.sort(key=lambda w: (w.end_s, w.start_s, w.metric))
+        out += _lun_spans(wins, gap_s)
+    out.sort(key=lambda s: (s.start_s, s.lun))
+    return out
+
+
+def _lun_spans(wins: Sequence[LunWindow], gap_s: float) -> list[Span]:
+    out: list[Span] = []
+    current: Span | None = None
+    for i, w in enumerate(wins):
+        if not w.faulty:
+            continue
+        if current is not None and w.start_s - current.last_s <= gap_s:
+            current = _extend(current, w)
+            continue
+        if current is not None:
+            out.append(current)
+        current = Span(w.lun, w.group, w.metric, _streak_start(wins, i), w.end_s, False, 1, w.score)
+    if current is not None:
+        last_seen = wins[-1].end_s if wins else current.last_s
+        out.append(_closed(current, last_seen >= current.last_s + gap_s))
+    return [_closed(s, True) for s in out[:-1]] + out[-1:]
+
+
+def _extend(s: Span, w: LunWindow) -> Span:
+    last = max(s.last_s, w.end_s)
+    score = max(s.max_score, w.score)
+    return Span(s.lun, s.group, s.metric, s.start_s, last, False, s.windows + 1, score)
+
+
+def _closed(s: Span, closed: bool) -> Span:
+    return Span(s.lun, s.group, s.metric, s.start_s, s.last_s, closed, s.windows, s.max_score)
+
+
+def _streak_start(wins: Sequence[LunWindow], i: int) -> float:
+    """Start of the first window of the anomalous streak that ends with ``wins[i]``."""
+    j = i
+    while j > 0 and wins[j - 1].anomalous and wins[j - 1].lun == wins[i].lun:
+        j -= 1
+    return wins[j].start_s
+
+
+def correlate(
+    span: Span,
+    breaches: Iterable[Breach],
+    jobs: Iterable[JobOnLun],
+    *,
+    margin_s: float,
+    now_s: float,
+    mount_point: str | None = None,
+    persistence: tuple[int, float] | None = None,
+    sla: str = "the SLA",
+) -> Incident:
+    """The incident of ``span``: the breaches and jobs within ``[start - margin_s, end]``
+    (``end`` = now while it is open), with its summary sentence.
+
+    Args:
+        span: the stretch.
+        breaches: fio intervals over the SLA (any time; those outside are left out).
+        jobs: diagnosed Darshan jobs with critical files on any LUN (others are left out).
+        margin_s: how long before the start breaches and jobs still count.
+        now_s: the present (Unix s), the end of an open incident.
+        mount_point: where the LUN is mounted, when the mount table knows it.
+        persistence: the LUN's ``(rank, value)`` in the persistence ranking, if any.
+        sla: how the SLA reads in the summary (``"p95 under 10 ms"``).
+    """
+    lo = span.start_s - margin_s
+    hi = span.last_s if span.closed else now_s
+    hits = sorted({(b.name, b.start_s) for b in breaches if lo <= b.start_s <= hi})
+    fio_jobs = tuple(sorted({name for name, _ in hits}))
+    mine = [j for j in jobs if j.lun == span.lun and j.end_s >= lo and j.start_s <= hi]
+    job_ids = tuple(sorted({j.job_id for j in mine}, key=_job_order))
+    files = tuple(sorted({f for j in mine for f in j.files}))
+    mount = mount_point or next((j.mount_point for j in mine if j.mount_point), None)
+    summary = _summary(span, mount, len(hits), fio_jobs, job_ids, files, sla)
+    return Incident(span, mount, job_ids, files, len(hits), fio_jobs, persistence, summary)
+
+
+def _job_order(job_id: str) -> tuple[int, str]:
+    return (int(job_id), "") if job_id.isdigit() else (0, job_id)
+
+
+def _clock(t_s: float) -> str:
+    return datetime.fromtimestamp(t_s, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _summary(
+    span: Span,
+    mount: str | None,
+    breaches: int,
+    fio_jobs: Sequence[str],
+    jobs: Sequence[str],
+    files: Sequence[str],
+    sla: str,
+) -> str:
+    where = f"{span.lun} ({mount})" if mount else span.lun
+    until = f"to {_clock(span.last_s)}" if span.closed else "and is still slow"
+    parts = [
+        f"{where} was persistently anomalous among the {span.group} peers ({span.metric}) "
+        f"from {_clock(span.start_s)} {until}"
+    ]
+    if breaches:
+        parts.append(
+            f"{breaches} fio interval{'s' if breaches != 1 else ''} of "
+            f"{', '.join(fio_jobs)} broke {sla}"
+        )
+    if jobs:
+        names = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        parts.append(
+            f"Darshan job{'s' if len(jobs) != 1 else ''} {', '.join(jobs)} had critical files "
+            f"on it ({names})"
+        )
+    return "; ".join(parts) + "."

@@ -1,0 +1,138 @@
+"""``logs-iolens.incident`` documents, written once and updated in place while they change.
+
+One document per incident (:class:`pipeline.reducers.incident.Incident`), ``_id`` = the
+incident's deterministic id. Data streams take only ``create`` through the stream's name, so a
+later revision is written to the backing index that holds the document, with ``if_seq_no`` /
+``if_primary_term`` (Elasticsearch's documented way of updating a document in a data stream:
+"Update or delete documents in a backing index"); an unchanged incident is not written again,
+and a conflict (another instance wrote first) leaves it for the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from elasticsearch import ConflictError, Elasticsearch, NotFoundError
+
+from pipeline.reducers.incident import INCIDENT_DATASET, Incident
+from pipeline.sink.documents import DocContext, iso_ms, stream_name
+from pipeline.sink.search import request_errors
+
+log = logging.getLogger(__name__)
+
+VOLATILE = ("updated",)
+"""Fields of ``iolens.incident`` that change on every write and do not make a revision."""
+
+
+def incident_source(
+    ctx: DocContext, inc: Incident, sla: tuple[float, float], created_ms: float
+) -> dict[str, Any]:
+    """The document body of one incident; ``@timestamp`` is its start.
+
+    Args:
+        ctx: document context.
+        inc: the incident.
+        sla: ``(percentile, limit in ms)`` of the fio SLA breaches were counted against.
+        created_ms: now, Unix ms (``event.created`` and ``iolens.incident.updated``).
+    """
+    s = inc.span
+    start = iso_ms(s.start_s * 1000)
+    end = iso_ms(s.last_s * 1000) if s.closed else None
+    source = ctx.base("logs", INCIDENT_DATASET, s.start_s * 1000, created_ms)
+    source["event"].update({"kind": "alert", "module": "iolens", "start": start})
+    if end is not None:
+        source["event"]["end"] = end
+    host, device = s.lun.split("/", 1)
+    source["host"] = {"name": host}
+    source["message"] = inc.summary
+    rank, value = inc.persistence if inc.persistence is not None else (None, None)
+    source["iolens"] = {
+        "incident": {
+            "id": s.id,
+            "status": "closed" if s.closed else "open",
+            "start": start,
+            "end": end,
+            "duration_s": round(s.last_s - s.start_s, 3) if s.closed else None,
+            "updated": iso_ms(created_ms),
+            "lun": s.lun,
+            "device": device,
+            "peer_group": s.group,
+            "metric": s.metric,
+            "mount_point": inc.mount_point,
+            "windows": s.windows,
+            "max_score": s.max_score,
+            "persistence_rank": rank,
+            "persistence_value": value,
+            "jobs": list(inc.jobs),
+            "critical_files": list(inc.critical_files),
+            "fio_breaches": inc.fio_breaches,
+            "fio_jobs": list(inc.fio_jobs),
+            "sla": {"percentile": sla[0], "under_ms": sla[1]},
+            "summary": inc.summary,
+        }
+    }
+    return source
+
+
+def _comparable(source: Mapping[str, Any]) -> dict[str, Any]:
+    inc = {k: v for k, v in source["iolens"]["incident"].items() if k not in VOLATILE}
+    return {**{k: v for k, v in source.items() if k not in ("event", "iolens")}, "inc": inc}
+
+
+def write_incidents(
+    client: Elasticsearch, namespace: str, docs: Sequence[tuple[str, dict[str, Any]]]
+) -> int:
+    """Create new incidents and update changed ones in place; returns documents written.
+
+    Args:
+        client: the cluster.
+        namespace: data stream namespace.
+        docs: ``(id, source)`` of every incident of this run.
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now (the run is repeated later).
+    """
+    if not docs:
+        return 0
+    stream = stream_name("logs", INCIDENT_DATASET, namespace)
+    existing = _existing(client, stream, [ident for ident, _ in docs])
+    written = 0
+    for ident, source in docs:
+        hit = existing.get(ident)
+        try:
+            with request_errors(f"write of incident {ident}"):
+                if hit is None:
+                    client.create(index=stream, id=ident, document=source, refresh=True)
+                elif _comparable(hit["_source"]) != _comparable(source):
+                    client.index(
+                        index=hit["_index"],
+                        id=ident,
+                        document=source,
+                        if_seq_no=hit["_seq_no"],
+                        if_primary_term=hit["_primary_term"],
+                        refresh=True,
+                    )
+                else:
+                    continue
+        except ConflictError:
+            log.info("incident %s was written by another instance; it is looked at again", ident)
+            continue
+        written += 1
+    return written
+
+
+def _existing(client: Elasticsearch, stream: str, ids: list[str]) -> dict[str, Any]:
+    """The stored documents of ``ids`` with their backing index and sequence numbers."""
+    try:
+        with request_errors(f"search of {stream}"):
+            resp = client.search(
+                index=stream,
+                query={"ids": {"values": ids}},
+                seq_no_primary_term=True,
+                size=len(ids),
+            )
+    except NotFoundError:
+        return {}
+    return {h["_id"]: h for h in resp["hits"]["hits"]}

@@ -1,0 +1,83 @@
+"""Incidents from peer-comparison windows, fio breaches and diagnosed Darshan jobs."""
+
+from pipeline.reducers.incident import Breach, JobOnLun, LunWindow, Span, correlate, spans
+
+
+def win(lun: str, end: float, anomalous: bool = False, faulty: bool = False, score: float = 0.0):
+    return LunWindow(lun, "lab", "await", end - 30, end, anomalous, faulty, score)
+
+
+def series(lun: str, verdicts: str, first_end: float = 1000.0, shift: float = 10.0):
+    """One window per character: '.' normal, 'a' anomalous, 'F' anomalous and faulty,
+    'f' faulty but no longer anomalous (k-of-2k-1 keeps it faulty)."""
+    return [
+        win(lun, first_end + i * shift, c in "aF", c in "Ff", 100.0 if c in "aF" else 20.0)
+        for i, c in enumerate(verdicts)
+    ]
+
+
+def test_one_closed_incident_from_the_streak_start_to_the_last_faulty_window() -> None:
+    ws = series("vm/loop3", "....aaFFFFff........") + series("vm/loop1", "....................")
+    (s,) = spans(ws, gap_s=30.0)
+    assert (s.lun, s.group, s.metric) == ("vm/loop3", "lab", "await")
+    assert s.start_s == 1040 - 30  # the first anomalous window of the streak
+    assert s.last_s == 1110  # the end of the last faulty window
+    assert (s.windows, s.max_score, s.closed) == (6, 100.0, True)
+
+
+def test_open_until_the_lun_stayed_healthy_for_gap_s() -> None:
+    (s,) = spans(series("vm/loop3", "..aaFF.."), gap_s=30.0)
+    assert s.closed is False  # last faulty ends 1050, evaluated up to 1070 < 1080
+    (s,) = spans(series("vm/loop3", "..aaFF..."), gap_s=30.0)
+    assert s.closed is True
+    assert s.id == spans(series("vm/loop3", "..aaFF.."), gap_s=30.0)[0].id  # same id
+
+
+def test_faulty_windows_further_apart_than_gap_are_two_incidents() -> None:
+    ws = series("vm/loop3", "aF.....aF....")
+    assert [(s.start_s, s.last_s, s.closed) for s in spans(ws, gap_s=30.0)] == [
+        (970.0, 1010.0, True),
+        (1040.0, 1080.0, True),
+    ]
+    (merged,) = spans(ws, gap_s=60.0)
+    assert (merged.start_s, merged.last_s, merged.windows) == (970.0, 1080.0, 2)
+
+
+def test_no_faulty_window_no_incident() -> None:
+    assert spans(series("vm/loop3", "..aa..a.."), gap_s=30.0) == []
+
+
+def test_correlate_keeps_what_is_on_the_lun_and_in_time() -> None:
+    span = Span("vm/loop3", "lab", "await", 1000.0, 1200.0, True, 12, 100.0)
+    breaches = [
+        Breach("vm", "3", 950.0, 25.0),  # within the 60 s margin
+        Breach("vm", "3", 1100.0, 30.0),
+        Breach("vm", "3", 1100.0, 31.0),  # the same interval, another direction
+        Breach("vm", "5", 1500.0, 12.0),  # after the end
+        Breach("vm", "4", 900.0, 12.0),  # before the margin
+    ]
+    jobs = [
+        JobOnLun("17", 1050.0, 1150.0, "vm/loop3", "/lab/mnt/lun3", ("/lab/mnt/lun3/mpiio.2.dat",)),
+        JobOnLun("9", 990.0, 1010.0, "vm/loop3", "/lab/mnt/lun3", ("/lab/mnt/lun3/fio.dat",)),
+        JobOnLun("12", 1050.0, 1150.0, "vm/loop1", "/lab/mnt/lun1", ("/lab/mnt/lun1/fio.dat",)),
+        JobOnLun("20", 1300.0, 1400.0, "vm/loop3", "/lab/mnt/lun3", ("/lab/mnt/lun3/late",)),
+    ]
+    inc = correlate(span, breaches, jobs, margin_s=60.0, now_s=2000.0, persistence=(1, 9.0))
+    assert inc.jobs == ("9", "17")
+    assert inc.critical_files == ("/lab/mnt/lun3/fio.dat", "/lab/mnt/lun3/mpiio.2.dat")
+    assert (inc.fio_breaches, inc.fio_jobs) == (2, ("vm/3",))
+    assert inc.mount_point == "/lab/mnt/lun3"
+    assert inc.persistence == (1, 9.0)
+    assert inc.summary == (
+        "vm/loop3 (/lab/mnt/lun3) was persistently anomalous among the lab peers (await) from "
+        "1970-01-01 00:16:40 UTC to 1970-01-01 00:20:00 UTC; 2 fio intervals of vm/3 broke "
+        "the SLA; Darshan jobs 9, 17 had critical files on it (/lab/mnt/lun3/fio.dat, "
+        "/lab/mnt/lun3/mpiio.2.dat)."
+    )
+
+
+def test_an_open_incident_reaches_to_now() -> None:
+    span = Span("vm/loop3", "lab", "await", 1000.0, 1200.0, False, 12, 100.0)
+    inc = correlate(span, [Breach("vm", "3", 1500.0, 25.0)], [], margin_s=0.0, now_s=1600.0)
+    assert (inc.fio_breaches, inc.jobs, inc.mount_point) == (1, (), None)
+    assert "and is still slow; 1 fio interval of vm/3 broke the SLA." in inc.summary
