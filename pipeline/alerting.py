@@ -15,7 +15,10 @@ namespace), so a second setup updates them rather than adding copies:
 * **pipeline health** (seed 003): the sink saturated, its utilisation over
   ``alerts.sink_utilisation`` (``metrics-iolens.service_rate``); documents waiting longer than
   ``alerts.max_lag_s`` from being read to being acknowledged, and new dead letters
-  (``metrics-iolens.pipeline``, written every tick of ``iolens run``).
+  (``metrics-iolens.pipeline``, written every tick of ``iolens run``);
+* **storage incident**: a new revision of an open incident (``logs-iolens.incident``: a LUN
+  persistently anomalous among its peers with the fio SLA breaches and Darshan jobs on it), an
+  ``.es-query`` rule with one alert per incident.
 
 Actions go to a connector that works on a Basic licence: ``server-log`` (Kibana's log) or
 ``index`` (an alert document per firing into the plain index ``iolens-alerts-<namespace>``, not
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import urllib.error
 import urllib.request
 import uuid
@@ -37,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import ConfigError
 from pipeline.settings import AlertSettings, Settings
 
 KIBANA_DIR = Path(__file__).resolve().parent.parent / "kibana"
@@ -87,8 +92,12 @@ def connector(settings: Settings) -> tuple[str, dict[str, Any]]:
     return cid, {"name": "iolens alerts log", "connector_type_id": ".server-log", "config": {}}
 
 
-def _action(alerts: AlertSettings, connector_id: str, group: str) -> dict[str, Any]:
-    message = "{{rule.name}}: {{context.group}} is {{context.value}} ({{context.conditions}})"
+def _action(
+    alerts: AlertSettings, connector_id: str, group: str, message: str | None = None
+) -> dict[str, Any]:
+    message = message or (
+        "{{rule.name}}: {{context.group}} is {{context.value}} ({{context.conditions}})"
+    )
     if alerts.action == "index":
         params: dict[str, Any] = {
             "documents": [
@@ -132,6 +141,67 @@ def _threshold_rule(
         "actions": [_action(alerts, connector_id, "threshold met")],
     }
     return Rule(rid, body)
+
+
+INCIDENT_MESSAGE = (
+    "{{rule.name}} {{context.group}}: "
+    "{{#context.hits}}{{_source.iolens.incident.summary}} {{/context.hits}}"
+)
+"""The incident rule's action text: the incident id, then the summary of each matched revision
+(``context.hits`` of the ``.es-query`` rule type)."""
+
+
+def _window(interval: str) -> tuple[int, str]:
+    """``"5m"`` -> ``(5, "m")``: a Kibana interval as an ``.es-query`` time window.
+
+    Raises:
+        ConfigError: the interval is not a count of s, m, h or d.
+    """
+    match = re.fullmatch(r"([1-9]\d*)([smhd])", interval)
+    if match is None:
+        raise ConfigError(
+            f"alerts.interval: {interval!r} is not a count of s, m, h or d; write e.g. 1m"
+        )
+    return int(match[1]), match[2]
+
+
+def _incident_rule(alerts: AlertSettings, connector_id: str, ns: str) -> Rule:
+    """``.es-query`` on ``logs-iolens.incident-<ns>``: open incidents whose
+    ``iolens.incident.updated`` falls in the last rule interval, one alert per incident id (so a
+    second incident is announced while the first is still active). Params as Kibana's
+    ``es_query/rule_type_params.ts`` documents them (reference/elastic.md 5.2)."""
+    size, unit = _window(alerts.interval)
+    query = {
+        "query": {"bool": {"filter": [{"term": {"iolens.incident.status": "open"}}]}},
+        "_source": ["@timestamp", "host.name", "iolens.incident"],
+    }
+    params = {
+        "searchType": "esQuery",
+        "index": [f"logs-iolens.incident-{ns}"],
+        "timeField": "iolens.incident.updated",
+        "esQuery": json.dumps(query, sort_keys=True),
+        "size": 10,
+        "aggType": "count",
+        "groupBy": "top",
+        "termField": "iolens.incident.id",
+        "termSize": 100,
+        "timeWindowSize": size,
+        "timeWindowUnit": unit,
+        "thresholdComparator": ">",
+        "threshold": [0],
+        "excludeHitsFromPreviousRun": True,
+    }
+    body = {
+        "name": "iolens: storage incident",
+        "rule_type_id": ".es-query",
+        "consumer": "stackAlerts",
+        "schedule": {"interval": alerts.interval},
+        "enabled": True,
+        "tags": ["iolens", "incident", "lun"],
+        "params": params,
+        "actions": [_action(alerts, connector_id, "query matched", INCIDENT_MESSAGE)],
+    }
+    return Rule(_id("rule/incident", ns), body)
 
 
 def rules(settings: Settings) -> list[Rule]:
@@ -265,6 +335,7 @@ def rules(settings: Settings) -> list[Rule]:
             },
         )
     )
+    out.append(_incident_rule(alerts, cid, ns))
     return out
 
 

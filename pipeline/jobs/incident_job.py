@@ -198,12 +198,8 @@ class IncidentJob:
             src = h["_source"]
             fio = src["fio"]
             value = fio["clat_ns"][percentile_key(sla.percentile)]
-            yield Breach(
-                src["host"]["name"],
-                str(fio["job"]),
-                fio["interval"]["start_ms"] / 1000,
-                value / 1e6,
-            )
+            job = f"{fio['prefix']}.{fio['job']}" if fio.get("prefix") else str(fio["job"])
+            yield Breach(src["host"]["name"], job, fio["interval"]["start_ms"] / 1000, value / 1e6)
 
     def _jobs(self, since: float, luns: list[str]) -> Iterator[JobOnLun]:
         """Diagnosed Darshan jobs still running at ``since`` with critical files on ``luns``."""

@@ -84,7 +84,8 @@ class Breach:
     """One fio interval of one job over the SLA (``metrics-fio.latency``, job scope).
 
     Attributes:
-        host, job: as the latency documents name them; start_s: interval start (Unix s);
+        host, job: the fio job (``<log prefix>.<job number>``, e.g. ``lun3.1``, or the job
+            number alone for histograms indexed without their prefix); start_s: interval start;
         value_ms: the SLA percentile's latency in the interval.
     """
 
@@ -95,7 +96,7 @@ class Breach:
 
     @property
     def name(self) -> str:
-        """``host/job``, the job scope's name in ``metrics-fio.latency``."""
+        """``host/prefix.job``, e.g. ``vm/lun3.1``."""
         return f"{self.host}/{self.job}"
 
 

@@ -9,6 +9,9 @@ that range is left out, and the report says so, so that every plot shown has dat
 
 Views (each a function ``(fetch) -> list[Figure]``):
 
+* incidents, first and only when the range holds some (:mod:`pipeline.report.incident`): the
+  latest incidents, each with its summary, its fields and one figure of fio job latency, await,
+  the peer comparison's score and the Darshan jobs on a shared time axis;
 * fio latency (seed 000): cluster-wide p50/p90/p95/p99/p99.9 per direction over time, the p99 of
   each host, samples per interval, and a heatmap of the per-record latency histograms;
 * LUN health (seed 001): await and %util of every LUN over time, colored by peer group, and the
@@ -34,6 +37,8 @@ import pandas as pd  # type: ignore[import-untyped]
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from pipeline.report.incident import NOTE as INCIDENT_NOTE
+from pipeline.report.incident import incident_panels
 from pipeline.sink.search import iter_hits
 
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99_9")
@@ -45,11 +50,13 @@ Fetch = Callable[[str, Sequence[str], Sequence[str]], list[Mapping[str, Any]]]
 
 @dataclass(frozen=True)
 class Section:
-    """One view of the report: a title, a line of explanation and its figures."""
+    """One view of the report: a title, a line of explanation and its figures; ``headers[k]``
+    (escaped HTML) is shown above figure ``k``."""
 
     title: str
     note: str
     figures: tuple[go.Figure, ...]
+    headers: tuple[str, ...] = ()
 
 
 def searcher(client: Any, namespace: str, since: datetime, until: datetime) -> Fetch:
@@ -108,6 +115,15 @@ def _figure(title: str, y_title: str, *, log_y: bool = False) -> go.Figure:
     if log_y:
         fig.update_yaxes(type="log")
     return fig
+
+
+def incident_section(fetch: Fetch) -> Section | None:
+    """The latest incidents, each with its summary, fields and figure (seeds 000, 001, 004)."""
+    panels = incident_panels(fetch)
+    if not panels:
+        return None
+    figures, headers = tuple(p.figure for p in panels), tuple(p.header_html for p in panels)
+    return Section("Incidents", INCIDENT_NOTE, figures, headers)
 
 
 # -- fio latency -------------------------------------------------------------------------------
@@ -362,6 +378,7 @@ def pipeline_section(fetch: Fetch) -> Section | None:
 
 
 SECTIONS: tuple[Callable[[Fetch], Section | None], ...] = (
+    incident_section,
     fio_section,
     lun_section,
     hpc_section,
@@ -369,6 +386,9 @@ SECTIONS: tuple[Callable[[Fetch], Section | None], ...] = (
     pipeline_section,
 )
 """Every view, in report order."""
+
+QUIET = frozenset({"incident"})
+"""Views left out without being named when empty: a range without incidents lacks no data."""
 
 
 def build(
@@ -398,7 +418,8 @@ def build(
         on_section(name)
         section = view(fetch)
         if section is None or not section.figures:
-            empty.append(name)
+            if name not in QUIET:
+                empty.append(name)
         else:
             shown.append(section)
     return render(shown, empty, since, until), shown, empty
@@ -425,6 +446,7 @@ def render(
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
         parts.append(f"<p class=note>{html.escape(section.note)}</p>")
         for k, fig in enumerate(section.figures):
+            parts.extend(section.headers[k : k + 1])
             parts.append(
                 fig.to_html(
                     full_html=False,

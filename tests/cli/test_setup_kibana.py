@@ -3,8 +3,8 @@
 No Kibana runs here, so a stand-in HTTP server answers as the documented API does
 (reference/elastic.md 5.2: ``kbn-xsrf`` required, ``POST /api/alerting/rule/<id>`` creates,
 ``PUT`` updates and refuses ``rule_type_id``/``consumer``/``enabled``) and checks every rule
-body against the ``.index-threshold`` parameters; the fields the rules name are checked against
-``mappings/``.
+body against the ``.index-threshold`` or ``.es-query`` parameters; the fields the rules name are
+checked against ``mappings/``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.alerting import Kibana, KibanaError, rules, watches
+from pipeline.alerting import ID_NAMESPACE, Kibana, KibanaError, rules, watches
 from pipeline.cli.main import main
 from pipeline.cli.setup_cmd import install_kibana
+from pipeline.errors import ConfigError
 from pipeline.kibana import load
 from pipeline.settings import settings_from_mapping
 
@@ -68,6 +69,35 @@ def index_threshold_problems(body: dict[str, Any], connectors: set[str]) -> list
         if a.get("group") != "threshold met" or a.get("id") not in connectors:
             bad.append(f"action {a.get('group')} -> {a.get('id')}")
     return bad
+
+
+def es_query_problems(body: dict[str, Any], connectors: set[str]) -> list[str]:
+    """What is wrong with a create-rule body for ``.es-query`` with ``searchType: esQuery``
+    (Kibana's ``es_query/rule_type_params.ts``: the threshold, window and grouping parameters of
+    ``.index-threshold`` plus ``size`` 0-10000 and ``esQuery``, a JSON string with a ``query``)."""
+    p = body.get("params", {})
+    as_threshold = {**body, "rule_type_id": ".index-threshold", "actions": []}
+    bad = [b for b in index_threshold_problems(as_threshold, connectors) if b != "rule type"]
+    if body.get("rule_type_id") != ".es-query" or p.get("searchType") != "esQuery":
+        bad.append("rule type")
+    if not p.get("timeField"):
+        bad.append("timeField")
+    if not (isinstance(p.get("size"), int) and 0 <= p["size"] <= 10_000):
+        bad.append("size")
+    try:
+        if "query" not in json.loads(p.get("esQuery", "")):
+            bad.append("esQuery has no query")
+    except (TypeError, ValueError):
+        bad.append("esQuery is not JSON")
+    if not isinstance(p.get("excludeHitsFromPreviousRun", True), bool):
+        bad.append("excludeHitsFromPreviousRun")
+    for a in body.get("actions", []):
+        if a.get("group") != "query matched" or a.get("id") not in connectors:
+            bad.append(f"action {a.get('group')} -> {a.get('id')}")
+    return bad
+
+
+RULE_CHECKS = {".index-threshold": index_threshold_problems, ".es-query": es_query_problems}
 
 
 class FakeKibana(BaseHTTPRequestHandler):
@@ -132,7 +162,8 @@ class FakeKibana(BaseHTTPRequestHandler):
             elif ident in self.rules:
                 self._reply(409, {"message": "exists"})
                 return
-            problems = index_threshold_problems(body, set(self.connectors))
+            check = RULE_CHECKS.get(body.get("rule_type_id"), index_threshold_problems)
+            problems = check(body, set(self.connectors))
             if problems:
                 self._reply(400, {"message": "; ".join(problems)})
                 return
@@ -180,15 +211,16 @@ def test_rules_are_created_once_then_updated(kibana: type[FakeKibana]) -> None:
         "created rule iolens: the sink limits the pipeline",
         "created rule iolens: documents wait more than 300 s to be indexed",
         "created rule iolens: new dead letters",
+        "created rule iolens: storage incident",
     ]
-    assert len(kibana.rules) == 7 and len(kibana.connectors) == 1
+    assert len(kibana.rules) == 8 and len(kibana.connectors) == 1
     sla = next(r for r in kibana.rules.values() if "95 %" in r["name"])
     assert sla["params"]["aggField"] == "fio.clat_ns.p95"
     assert sla["params"]["threshold"] == [1_000_000_000]
     assert sla["params"]["index"] == ["metrics-fio.latency-prod"]
     again = install_kibana(client, settings, "basic")
     assert again == [m.replace("created", "updated") for m in first]
-    assert len(kibana.rules) == 7  # updated in place: the same ids
+    assert len(kibana.rules) == 8  # updated in place: the same ids
 
 
 def test_setup_says_what_it_skipped(
@@ -258,6 +290,8 @@ def test_every_field_a_rule_or_watch_names_is_mapped_with_a_fitting_type() -> No
             assert fields[p["termField"]] in {"keyword", "long", "boolean"}, p["termField"]
         for name in re.findall(r"([\w.]+) :", p.get("filterKuery", "")):
             assert name in fields, name
+        for name in re.findall(r'"term": \{"([\w.]+)"', p.get("esQuery", "")):
+            assert fields[name] == "keyword", name
         assert fields[p["timeField"]] == "date"
     [(wid, watch)] = list(watches(settings_from_mapping({})))
     assert wid == "iolens-fio_p95_sla-default"
@@ -266,3 +300,60 @@ def test_every_field_a_rule_or_watch_names_is_mapped_with_a_fitting_type() -> No
     assert fields[aggs["terms"]["field"]] == "keyword"
     assert fields[aggs["aggs"]["clat"]["percentiles"]["field"]] == "histogram"
     assert watch["actions"]["index"]["index"]["op_type"] == "create"  # a data stream
+
+
+def test_the_incident_rule_fires_per_new_open_incident() -> None:
+    settings = settings_from_mapping(
+        {"elasticsearch": {"namespace": "prod"}, "alerts": {"interval": "2m"}}
+    )
+    [rule] = [r for r in rules(settings) if r.body["rule_type_id"] == ".es-query"]
+    assert rule.id == str(uuid.uuid5(ID_NAMESPACE, "rule/incident/prod"))
+    body = dict(rule.body)
+    params = dict(body.pop("params"))
+    [action] = body.pop("actions")
+    assert body == {
+        "name": "iolens: storage incident",
+        "rule_type_id": ".es-query",
+        "consumer": "stackAlerts",
+        "schedule": {"interval": "2m"},
+        "enabled": True,
+        "tags": ["iolens", "incident", "lun"],
+    }
+    assert json.loads(params.pop("esQuery")) == {
+        "query": {"bool": {"filter": [{"term": {"iolens.incident.status": "open"}}]}},
+        "_source": ["@timestamp", "host.name", "iolens.incident"],
+    }
+    assert params == {
+        "searchType": "esQuery",
+        "index": ["logs-iolens.incident-prod"],
+        "timeField": "iolens.incident.updated",
+        "size": 10,
+        "aggType": "count",
+        "groupBy": "top",
+        "termField": "iolens.incident.id",
+        "termSize": 100,
+        "timeWindowSize": 2,
+        "timeWindowUnit": "m",
+        "thresholdComparator": ">",
+        "threshold": [0],
+        "excludeHitsFromPreviousRun": True,
+    }
+    assert action == {
+        "group": "query matched",
+        "id": str(uuid.uuid5(ID_NAMESPACE, "connector/server-log/prod")),
+        "params": {
+            "level": "warn",
+            "message": "{{rule.name}} {{context.group}}: "
+            "{{#context.hits}}{{_source.iolens.incident.summary}} {{/context.hits}}",
+        },
+        "frequency": {"summary": False, "notify_when": "onActionGroupChange", "throttle": None},
+    }
+    assert es_query_problems(rule.body, {action["id"]}) == []
+    broken = {**rule.body, "params": {**rule.body["params"], "esQuery": '{"size": 1}'}}
+    assert es_query_problems(broken, {action["id"]}) == ["esQuery has no query"]
+
+
+def test_an_interval_the_incident_window_cannot_take_names_the_key() -> None:
+    settings = settings_from_mapping({"alerts": {"interval": "90sec"}})
+    with pytest.raises(ConfigError, match=r"alerts\.interval: '90sec' is not a count of s, m"):
+        rules(settings)

@@ -46,6 +46,8 @@ ACCEPTS: Mapping[str, set[str]] = {
     "terms": NUMERIC | {"keyword", "boolean", "ip"},
     "date_histogram": {"date"},
     "range": NUMERIC,
+    # Lens ``last_value.tsx``: string, boolean, number, ip and date fields (top_metrics/top_hits)
+    "last_value": NUMERIC | {"keyword", "boolean", "ip", "date"},
 }
 DATASET = re.compile(r'data_stream\.dataset\s*:\s*"([^"]+)"')
 QUERY_FIELD = re.compile(r"([A-Za-z_@][\w.@]*)\s*:")
@@ -121,6 +123,12 @@ def lens_problems(lens: Mapping[str, Any]) -> list[str]:
                 problems.append(f"{cid}: operation {op} is not checked here")
             elif fields[field] not in ACCEPTS[op]:
                 problems.append(f"{cid}: {op} does not take {field} ({fields[field]})")
+            params = col.get("params", {})
+            for extra in params.get("secondaryFields", []):  # multi-terms
+                if fields.get(extra) not in ACCEPTS["terms"]:
+                    problems.append(f"{cid}: terms does not take {extra} ({fields.get(extra)})")
+            if op == "last_value" and fields.get(params.get("sortField")) != "date":
+                problems.append(f"{cid}: last_value sorts by {params.get('sortField')}, not a date")
         for name in QUERY_FIELD.findall(query):
             if name not in fields:
                 problems.append(f"query names {name}, not mapped in {streams[0]}")
@@ -152,10 +160,11 @@ def test_every_object_has_the_import_shape(obj: Mapping[str, Any]) -> None:
     assert path.read_text(encoding="utf-8") == dumps_pretty(obj), "not in the canonical form"
 
 
-def test_the_set_has_five_dashboards_and_a_view_per_family() -> None:
+def test_the_set_has_six_dashboards_and_a_view_per_family() -> None:
     titles = sorted(o["attributes"]["title"] for o in OBJECTS if o["type"] == "dashboard")
     assert titles == [
         "[iolens] HPC I/O",
+        "[iolens] Incidents",
         "[iolens] LUN health",
         "[iolens] Pipeline health",
         "[iolens] Requests",
@@ -211,6 +220,19 @@ def test_the_field_check_can_fail() -> None:
         "layer L0: iolens-dv-metrics-fio with '' is "
         "['metrics-fio.histogram', 'metrics-fio.latency'] streams"
     ]
+
+
+def test_the_sort_field_and_multi_terms_checks_can_fail() -> None:
+    table = copy.deepcopy(BY_KEY["lens", "iolens-lens-incident-table"])
+    columns = table["attributes"]["state"]["datasourceStates"]["formBased"]["layers"]["L0"]
+    columns["columns"]["start"]["params"]["sortField"] = "iolens.incident.lun"
+    assert lens_problems(table) == [
+        "start: last_value sorts by iolens.incident.lun, not a date",
+    ]
+    fio = copy.deepcopy(BY_KEY["lens", "iolens-lens-incident-fio-jobs"])
+    layer = fio["attributes"]["state"]["datasourceStates"]["formBased"]["layers"]["L0"]
+    layer["columns"]["job"]["params"]["secondaryFields"] = ["fio.clat_ns.histogram"]
+    assert lens_problems(fio) == ["job: terms does not take fio.clat_ns.histogram (None)"]
 
 
 @pytest.mark.parametrize(
