@@ -1,13 +1,15 @@
-# iolens task runner. `make demo` and `make test` work on a fresh machine: they create .venv,
-# install iolens with what it needs, and (as root) Debian's fio, sysstat, linux-perf and chromium
-# when missing.
+# iolens task runner. `make demo`, `make test` and `make lab` work on a fresh machine: they create
+# .venv, install iolens with what it needs, and (as root) Debian's fio, sysstat, linux-perf and
+# chromium, and for the incident lab mpich, the autotools, zlib and FUSE, when missing.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint schema stop sysdeps clean bench
+LAB_PACKAGES := mpich libmpich-dev autoconf automake libtool zlib1g-dev fuse libfuse2 e2fsprogs
+
+.PHONY: demo test lint schema stop sysdeps labdeps lab clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,11 +27,25 @@ sysdeps:
 	  fi; \
 	fi
 
+labdeps:
+	@if ! command -v mpicc >/dev/null 2>&1 || ! command -v autoreconf >/dev/null 2>&1 || ! command -v libtoolize >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libfuse.so.2 '; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages $(LAB_PACKAGES)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(LAB_PACKAGES) >/dev/null; \
+	  else \
+	    echo "the incident lab needs root and: apt-get install $(LAB_PACKAGES)"; \
+	  fi; \
+	fi
+
 demo: $(STAMP) sysdeps
 	$(BIN)/iolens --config config/demo.yaml run --once --keep-server
 
-test: $(STAMP) sysdeps
+test: $(STAMP) sysdeps labdeps
 	$(BIN)/pytest -q
+
+# The incident lab (root): `make lab ARGS="--slow 2 --delay-ms 30"`; `make stop` stops its server.
+lab: $(STAMP) sysdeps labdeps
+	$(BIN)/iolens lab $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline tests bench examples
@@ -40,7 +56,7 @@ schema: $(STAMP)
 	$(BIN)/python -m pipeline.settings > config/schemas/pipeline.schema.json
 
 stop: $(STAMP)
-	$(BIN)/python -c "from pipeline.sink.embedded import stop_detached; stop_detached('var/noida-db')"
+	$(BIN)/python -c "from pipeline.sink.embedded import stop_detached; stop_detached('var/noida-db'); stop_detached('var/lab/noida-db')"
 
 bench: $(STAMP) sysdeps
 	$(BIN)/python bench/fio_hist.py

@@ -99,16 +99,24 @@ def _slurm_and_lmt(
     return out
 
 
+def _window_ends(window: dict[str, Any]) -> dict[str, Any]:
+    """The job's run as a range of peer windows' ends (s): a window is evidence for the job
+    when it ends inside the run (the detector saw the fault by then; its start may be healthy).
+    """
+    r = window["range"]["@timestamp"]
+    return {"range": {"iolens.peer.window.end_s": {"gte": r["gte"] / 1000, "lte": r["lte"] / 1000}}}
+
+
 def anomalous_luns(
     client: Elasticsearch, index: str, window: dict[str, Any], luns: set[str]
 ) -> dict[str, float]:
-    """LUN -> highest ``iolens.record_score`` of its windows marked anomalous in ``window``
-    (a ``range`` query on ``@timestamp``), for the LUNs in ``luns``."""
+    """LUN -> highest ``iolens.record_score`` of its windows marked anomalous that end within
+    ``window`` (the job's run as a ``range`` query on ``@timestamp``), for ``luns``."""
     scores: dict[str, float] = {}
     query = {
         "bool": {
             "filter": [
-                window,
+                _window_ends(window),
                 {"term": {"iolens.anomalous": True}},
                 {"terms": {"iolens.peer.lun": sorted(luns)}},
             ]

@@ -101,7 +101,8 @@ class IncidentJob:
         since = min(now - cfg.lookback_s, self._open_since(now)) - cfg.gap_s
         for stream in ("metrics-iolens.peer_anomaly", "logs-iolens.io_diagnosis"):
             refresh(self.client, f"{stream}-{self.ns}")
-        found = spans(self._windows(since), cfg.gap_s)
+        peer = self.settings.peer
+        found = spans(self._windows(since), cfg.gap_s, peer.ma_width * peer.downsample_s)
         if not found:
             return []
         luns = sorted({s.lun for s in found})

@@ -2,19 +2,22 @@
 
 A LUN that the peer comparison marks *faulty* (anomalous in k of the last 2k-1 windows, seed
 001 section 4.2.4) is persistently slow among its peers. An incident is one such stretch of
-time: it starts at the first anomalous window of the streak that made the LUN faulty (the
-window in which the detector first saw the fault; seed 001 puts the onset inside it) and ends
-at the end of its last faulty window. Faulty windows closer than ``gap_s`` belong to one
-incident; the incident is *closed* once the LUN was evaluated and not faulty for ``gap_s``
-after its last faulty window, and *open* (no end) until then.
+time: it starts at the end of the first anomalous window of the streak that made the LUN
+faulty (the detector saw the fault inside that window, so the LUN was slow by its end; the
+window's start may still be healthy) and ends at the end of its last faulty window. Faulty
+windows closer than ``gap_s`` belong to one incident; the incident is *closed* once the LUN
+was evaluated and not faulty for ``gap_s`` after its last faulty window, and *open* (no end)
+until then.
 
-Around that stretch (from ``margin_s`` before its start, as the detector indicts a LUN some
-windows after it became slow, to its end, or now while open) the incident gathers:
+The incident gathers:
 
 * the fio intervals that breached the latency SLA, per job and host (``metrics-fio.latency``,
-  job scope; seed 000's merged percentiles);
+  job scope; seed 000's merged percentiles), from ``margin_s`` before its start (a fault is
+  seen by fio at once, by the peer comparison up to a window later) to its end, or now while
+  open;
 * the Darshan jobs whose critical files sit on the LUN (``logs-iolens.io_diagnosis``, files
-  mapped to LUNs through the mount table; seed 004 II-D's critical path) and those files.
+  mapped to LUNs through the mount table; seed 004 II-D's critical path) whose run overlaps
+  the time the LUN was certainly slow (:attr:`Span.slow_s`), and those files.
 
 Everything here is pure: the job (:mod:`pipeline.jobs.incident_job`) passes the documents'
 values in.
@@ -23,7 +26,7 @@ values in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from pipeline.sink.documents import doc_id
@@ -58,10 +61,15 @@ class Span:
     Attributes:
         lun, group, metric: the LUN (``host/device``), its peer group and the first metric
             that made it faulty.
-        start_s: start of the first anomalous window of the streak; last_s: end of the last
-            faulty window (Unix s).
+        start_s: end of the first anomalous window of the streak (the detector saw the fault
+            in it: the LUN was slow by then); last_s: end of the last faulty window (Unix s).
         closed: the LUN was evaluated and not faulty for ``gap_s`` after ``last_s``.
         windows: faulty windows; max_score: highest record score in the stretch.
+        slow_s: ``(from, to)``, Unix s: when the LUN was certainly slow. The first anomalous
+            window saw the fault somewhere in its raw samples and so did the last one; a fault
+            that lasts covers the time between the first one's end and the start of the last
+            one's raw samples (its start minus the moving average's reach). A job whose run
+            overlaps it was hit.
     """
 
     lun: str
@@ -72,6 +80,7 @@ class Span:
     closed: bool
     windows: int
     max_score: float
+    slow_s: tuple[float, float] = (0.0, 0.0)
 
     @property
     def id(self) -> str:
@@ -140,7 +149,7 @@ class Incident:
     summary: str
 
 
-def spans(windows: Iterable[LunWindow], gap_s: float) -> list[Span]:
+def spans(windows: Iterable[LunWindow], gap_s: float, lead_s: float = 0.0) -> list[Span]:
     """The incidents' stretches in the peer comparison's windows.
 
     Args:
@@ -148,6 +157,9 @@ def spans(windows: Iterable[LunWindow], gap_s: float) -> list[Span]:
             a LUN's windows are merged over metrics).
         gap_s: faulty windows at most this far apart (previous end to next start) are one
             incident; a LUN not faulty for this long after its last faulty window recovered.
+        lead_s: how far before a window's start its raw samples reach (the moving average's
+            ``ma_width`` x ``downsample_s``: a window's first smoothed sample averages that
+            much raw data before it), for :attr:`Span.slow_s`.
 
     Returns:
         Stretches ordered by start, then LUN.
@@ -158,45 +170,64 @@ def spans(windows: Iterable[LunWindow], gap_s: float) -> list[Span]:
     out: list[Span] = []
     for wins in by_lun.values():
         wins.sort(key=lambda w: (w.end_s, w.start_s, w.metric))
-        out += _lun_spans(wins, gap_s)
+        out += _lun_spans(wins, gap_s, lead_s)
     out.sort(key=lambda s: (s.start_s, s.lun))
     return out
 
 
-def _lun_spans(wins: Sequence[LunWindow], gap_s: float) -> list[Span]:
+def _lun_spans(wins: Sequence[LunWindow], gap_s: float, lead_s: float) -> list[Span]:
     out: list[Span] = []
     current: Span | None = None
     for i, w in enumerate(wins):
         if not w.faulty:
-            continue
+            continue  # a lone anomalous window after recovery is not the incident's
         if current is not None and w.start_s - current.last_s <= gap_s:
-            current = _extend(current, w)
+            current = _extend(current, w, lead_s)
             continue
         if current is not None:
             out.append(current)
-        current = Span(w.lun, w.group, w.metric, _streak_start(wins, i), w.end_s, False, 1, w.score)
+        streak = _streak(wins, i)
+        current = Span(
+            w.lun,
+            w.group,
+            w.metric,
+            streak[0].end_s,
+            w.end_s,
+            False,
+            1,
+            max(x.score for x in streak),
+            _slow(streak[0].end_s, w.start_s - lead_s),
+        )
     if current is not None:
         last_seen = wins[-1].end_s if wins else current.last_s
         out.append(_closed(current, last_seen >= current.last_s + gap_s))
     return [_closed(s, True) for s in out[:-1]] + out[-1:]
 
 
-def _extend(s: Span, w: LunWindow) -> Span:
-    last = max(s.last_s, w.end_s)
-    score = max(s.max_score, w.score)
-    return Span(s.lun, s.group, s.metric, s.start_s, last, False, s.windows + 1, score)
+def _extend(s: Span, w: LunWindow, lead_s: float) -> Span:
+    return replace(
+        s,
+        last_s=max(s.last_s, w.end_s),
+        windows=s.windows + 1,
+        max_score=max(s.max_score, w.score),
+        slow_s=_slow(s.start_s, w.start_s - lead_s) if w.anomalous else s.slow_s,
+    )
+
+
+def _slow(first_end: float, last_start: float) -> tuple[float, float]:
+    return (min(first_end, last_start), max(first_end, last_start))
 
 
 def _closed(s: Span, closed: bool) -> Span:
-    return Span(s.lun, s.group, s.metric, s.start_s, s.last_s, closed, s.windows, s.max_score)
+    return replace(s, closed=closed)
 
 
-def _streak_start(wins: Sequence[LunWindow], i: int) -> float:
-    """Start of the first window of the anomalous streak that ends with ``wins[i]``."""
+def _streak(wins: Sequence[LunWindow], i: int) -> Sequence[LunWindow]:
+    """The anomalous windows that end with ``wins[i]`` (the streak that made it faulty)."""
     j = i
-    while j > 0 and wins[j - 1].anomalous and wins[j - 1].lun == wins[i].lun:
+    while j > 0 and wins[j - 1].anomalous:
         j -= 1
-    return wins[j].start_s
+    return wins[j : i + 1]
 
 
 def correlate(
@@ -210,14 +241,14 @@ def correlate(
     persistence: tuple[int, float] | None = None,
     sla: str = "the SLA",
 ) -> Incident:
-    """The incident of ``span``: the breaches and jobs within ``[start - margin_s, end]``
-    (``end`` = now while it is open), with its summary sentence.
+    """The incident of ``span``: the breaches within ``[start - margin_s, end]`` (``end`` = now
+    while it is open), the jobs on its LUN that ran while it was anomalous, and its summary.
 
     Args:
         span: the stretch.
         breaches: fio intervals over the SLA (any time; those outside are left out).
         jobs: diagnosed Darshan jobs with critical files on any LUN (others are left out).
-        margin_s: how long before the start breaches and jobs still count.
+        margin_s: how long before the start breaches still count.
         now_s: the present (Unix s), the end of an open incident.
         mount_point: where the LUN is mounted, when the mount table knows it.
         persistence: the LUN's ``(rank, value)`` in the persistence ranking, if any.
@@ -227,12 +258,16 @@ def correlate(
     hi = span.last_s if span.closed else now_s
     hits = sorted({(b.name, b.start_s) for b in breaches if lo <= b.start_s <= hi})
     fio_jobs = tuple(sorted({name for name, _ in hits}))
-    mine = [j for j in jobs if j.lun == span.lun and j.end_s >= lo and j.start_s <= hi]
+    mine = [j for j in jobs if j.lun == span.lun and _hit(j, span.slow_s)]
     job_ids = tuple(sorted({j.job_id for j in mine}, key=_job_order))
     files = tuple(sorted({f for j in mine for f in j.files}))
     mount = mount_point or next((j.mount_point for j in mine if j.mount_point), None)
     summary = _summary(span, mount, len(hits), fio_jobs, job_ids, files, sla)
     return Incident(span, mount, job_ids, files, len(hits), fio_jobs, persistence, summary)
+
+
+def _hit(job: JobOnLun, slow: tuple[float, float]) -> bool:
+    return job.start_s <= slow[1] and job.end_s >= slow[0]
 
 
 def _job_order(job_id: str) -> tuple[int, str]:

@@ -246,7 +246,8 @@ def _lun_causes(
                 "anomalous_lun",
                 f"LUN {lun} (mounted at {files[0][2]}) was anomalous among its peers during the "
                 f"job (record score {anomalous_luns[lun]:.0f}); {len(files)} critical "
-                f"file{'s' if len(files) > 1 else ''} on it hold {share:.1%} of the critical path",
+                f"file{'s' if len(files) > 1 else ''} on it hold{'' if len(files) > 1 else 's'} "
+                f"{share:.1%} of the critical path",
                 None,
                 tuple(name for _, name, _ in files[:3]),
                 "peer",

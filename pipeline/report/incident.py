@@ -161,8 +161,8 @@ class Streams:
     """The streams of the report's range as tables, one row per document, times UTC: ``fio``
     (job scope, ``mixed``, each interval's latest revision): ``time, match`` (``host/prefix.job``
     as incidents name fio jobs), ``name`` (the same), ``records``, a column per SLA
-    percentile (ns); ``disk``: ``time, name`` (host/device), ``await`` (ms); ``peer``: ``time,
-    name`` (LUN), ``group, metric, score`` (0-100); ``darshan``: ``job, exe, start, end``."""
+    percentile (ns); ``disk``: ``time, name`` (host/device), ``await`` (ms); ``peer``: ``time``
+    (the window's end), ``name`` (LUN), ``group, metric, score`` (0-100); ``darshan``: ``job, exe, start, end``."""
 
     fio: pd.DataFrame
     disk: pd.DataFrame
@@ -221,10 +221,13 @@ def fetch_streams(fetch: Fetch, incidents: Sequence[Incident]) -> Streams:
     peer = _table(
         fetch,
         "metrics-iolens.peer_anomaly",
-        {"time": "@timestamp", "name": "iolens.peer.lun", "group": "iolens.peer.group"}
-        | {"metric": "iolens.peer.metric", "score": "iolens.record_score"},
+        {"end_s": "iolens.peer.window.end_s", "name": "iolens.peer.lun"}
+        | {"group": "iolens.peer.group", "metric": "iolens.peer.metric"}
+        | {"score": "iolens.record_score"},
         ["iolens.peer.lun", "iolens.peer.metric"],
     )
+    # a window's score is drawn at its end, when it is known (its start may be healthy)
+    peer = peer.assign(time=pd.to_datetime(peer["end_s"], unit="s", utc=True))
     darshan = _table(
         fetch,
         "logs-darshan.job",

@@ -18,11 +18,13 @@ def series(lun: str, verdicts: str, first_end: float = 1000.0, shift: float = 10
 
 def test_one_closed_incident_from_the_streak_start_to_the_last_faulty_window() -> None:
     ws = series("vm/loop3", "....aaFFFFff........") + series("vm/loop1", "....................")
-    (s,) = spans(ws, gap_s=30.0)
+    (s,) = spans(ws, gap_s=30.0, lead_s=5.0)
     assert (s.lun, s.group, s.metric) == ("vm/loop3", "lab", "await")
-    assert s.start_s == 1040 - 30  # the first anomalous window of the streak
+    assert s.start_s == 1040  # the end of the first anomalous window of the streak
     assert s.last_s == 1110  # the end of the last faulty window
     assert (s.windows, s.max_score, s.closed) == (6, 100.0, True)
+    # first anomalous end; last anomalous start less the moving average's reach
+    assert s.slow_s == (1040, 1090 - 30 - 5)
 
 
 def test_open_until_the_lun_stayed_healthy_for_gap_s() -> None:
@@ -36,11 +38,12 @@ def test_open_until_the_lun_stayed_healthy_for_gap_s() -> None:
 def test_faulty_windows_further_apart_than_gap_are_two_incidents() -> None:
     ws = series("vm/loop3", "aF.....aF....")
     assert [(s.start_s, s.last_s, s.closed) for s in spans(ws, gap_s=30.0)] == [
-        (970.0, 1010.0, True),
-        (1040.0, 1080.0, True),
+        (1000.0, 1010.0, True),
+        (1070.0, 1080.0, True),
     ]
     (merged,) = spans(ws, gap_s=60.0)
-    assert (merged.start_s, merged.last_s, merged.windows) == (970.0, 1080.0, 2)
+    assert (merged.start_s, merged.last_s, merged.windows) == (1000.0, 1080.0, 2)
+    assert merged.slow_s == (1000.0, 1080.0 - 30)
 
 
 def test_no_faulty_window_no_incident() -> None:
@@ -48,30 +51,33 @@ def test_no_faulty_window_no_incident() -> None:
 
 
 def test_correlate_keeps_what_is_on_the_lun_and_in_time() -> None:
-    span = Span("vm/loop3", "lab", "await", 1000.0, 1200.0, True, 12, 100.0)
+    span = Span("vm/loop3", "lab", "await", 1000.0, 1200.0, True, 12, 100.0, (1000.0, 1170.0))
     breaches = [
-        Breach("vm", "3", 950.0, 25.0),  # within the 60 s margin
-        Breach("vm", "3", 1100.0, 30.0),
-        Breach("vm", "3", 1100.0, 31.0),  # the same interval, another direction
-        Breach("vm", "5", 1500.0, 12.0),  # after the end
-        Breach("vm", "4", 900.0, 12.0),  # before the margin
+        Breach("vm", "lun3.1", 950.0, 25.0),  # within the 60 s margin
+        Breach("vm", "lun3.1", 1100.0, 30.0),
+        Breach("vm", "lun3.1", 1100.0, 31.0),  # the same interval, another direction
+        Breach("vm", "lun5.1", 1500.0, 12.0),  # after the end
+        Breach("vm", "lun4.1", 900.0, 12.0),  # before the margin
     ]
+    f3 = ("/lab/mnt/lun3/fio.dat",)
     jobs = [
         JobOnLun("17", 1050.0, 1150.0, "vm/loop3", "/lab/mnt/lun3", ("/lab/mnt/lun3/mpiio.2.dat",)),
-        JobOnLun("9", 990.0, 1010.0, "vm/loop3", "/lab/mnt/lun3", ("/lab/mnt/lun3/fio.dat",)),
+        JobOnLun("9", 990.0, 1010.0, "vm/loop3", "/lab/mnt/lun3", f3),  # overlaps its start
+        JobOnLun("8", 960.0, 990.0, "vm/loop3", "/lab/mnt/lun3", f3),  # before the fault
+        JobOnLun("10", 1175.0, 1190.0, "vm/loop3", "/lab/mnt/lun3", f3),  # after it was sure
         JobOnLun("12", 1050.0, 1150.0, "vm/loop1", "/lab/mnt/lun1", ("/lab/mnt/lun1/fio.dat",)),
         JobOnLun("20", 1300.0, 1400.0, "vm/loop3", "/lab/mnt/lun3", ("/lab/mnt/lun3/late",)),
     ]
     inc = correlate(span, breaches, jobs, margin_s=60.0, now_s=2000.0, persistence=(1, 9.0))
     assert inc.jobs == ("9", "17")
     assert inc.critical_files == ("/lab/mnt/lun3/fio.dat", "/lab/mnt/lun3/mpiio.2.dat")
-    assert (inc.fio_breaches, inc.fio_jobs) == (2, ("vm/3",))
+    assert (inc.fio_breaches, inc.fio_jobs) == (2, ("vm/lun3.1",))
     assert inc.mount_point == "/lab/mnt/lun3"
     assert inc.persistence == (1, 9.0)
     assert inc.summary == (
         "vm/loop3 (/lab/mnt/lun3) was persistently anomalous among the lab peers (await) from "
-        "1970-01-01 00:16:40 UTC to 1970-01-01 00:20:00 UTC; 2 fio intervals of vm/3 broke "
-        "the SLA; Darshan jobs 9, 17 had critical files on it (/lab/mnt/lun3/fio.dat, "
+        "1970-01-01 00:16:40 UTC to 1970-01-01 00:20:00 UTC; 2 fio intervals of vm/lun3.1 "
+        "broke the SLA; Darshan jobs 9, 17 had critical files on it (/lab/mnt/lun3/fio.dat, "
         "/lab/mnt/lun3/mpiio.2.dat)."
     )
 
@@ -81,3 +87,11 @@ def test_an_open_incident_reaches_to_now() -> None:
     inc = correlate(span, [Breach("vm", "3", 1500.0, 25.0)], [], margin_s=0.0, now_s=1600.0)
     assert (inc.fio_breaches, inc.jobs, inc.mount_point) == (1, (), None)
     assert "and is still slow; 1 fio interval of vm/3 broke the SLA." in inc.summary
+    assert Breach("vm", "3", 1500.0, 25.0).name == "vm/3"  # indexed without its log prefix
+
+
+def test_a_lone_anomalous_window_after_recovery_is_not_the_incident() -> None:
+    (s,) = spans(series("vm/loop3", "..aaFFFff..a......"), gap_s=30.0, lead_s=5.0)
+    # the last anomalous window of the streak starts at 1060 - 30; the lone one at 1110 - 30
+    assert (s.start_s, s.last_s, s.slow_s, s.windows) == (1020.0, 1080.0, (1020.0, 1025.0), 5)
+    assert s.closed

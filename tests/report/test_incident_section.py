@@ -147,14 +147,19 @@ def stream_docs() -> dict[str, list[dict[str, Any]]]:
         for t in every(60)
         for host, dev in [("labhost", f"loop{k}") for k in range(1, 5)] + [("other", "sda")]
     ]
-    peer = [
+    peer = [  # drawn at the window's end, when its verdict is known
         {
-            "@timestamp": iso(t),
+            "@timestamp": iso(t - timedelta(seconds=29)),
             "host": {"name": "labhost"},
             "iolens": {
                 "record_score": 100.0 if lun == "labhost/loop3" and slow(t) else 0.0,
                 "faulty": lun == "labhost/loop3" and slow(t),
-                "peer": {"group": "labhost", "metric": metric, "lun": lun},
+                "peer": {
+                    "group": "labhost",
+                    "metric": metric,
+                    "lun": lun,
+                    "window": {"start_s": t.timestamp() - 29, "end_s": t.timestamp()},
+                },
             },
         }
         for t in every(30)

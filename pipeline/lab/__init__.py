@@ -1,0 +1,1 @@
+"""The incident lab: a small real storage system, broken on purpose."""

@@ -1,0 +1,168 @@
+"""The incident lab's parameters, its pipeline configuration and its result."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.lab.darshan_build import default_cache_dir
+from pipeline.lab.storage import Storage
+from pipeline.lab.workload import LabJob
+
+FIRST_JOB_ID = 1001
+MPI_PAUSE_MS = 20
+"""Pause of the MPI-IO job after each 64 KiB write and sync: its healthy ranks write about 3
+MiB/s, so the fio jobs sharing their LUNs stay within the SLA."""
+
+
+@dataclass(frozen=True)
+class LabParams:
+    """Everything a lab run is made of (all on ``iolens lab``'s command line).
+
+    Attributes:
+        lab_dir: where everything lives (storage, drops, state, the embedded server's data).
+        luns: number of LUNs; slow: the LUN slowed (1-based); delay_ms: its per-I/O delay.
+        onset_s, duration_s, recovery_s: the timeline (s from the workload's start).
+        segment_s: length of one fio segment; rate_iops: fio's rate per LUN.
+        log_ms: fio's ``log_hist_msec``; interval_ms: iolens's latency interval.
+        sla_ms: the fio SLA (p95 of completion latency under this).
+        mpi_ranks: processes of the MPI-IO job; lun_mib: size of each LUN.
+        es_url: a cluster to use instead of the embedded server; port: the embedded server's.
+        namespace: data stream namespace.
+        darshan_tarball: Darshan's source (else ``$IOLENS_DARSHAN_TARBALL`` or the download).
+        cache_dir: where Darshan and the MPI writer are built.
+        settle_timeout_s: how long to wait after the workload for the pipeline to settle.
+    """
+
+    lab_dir: Path = Path("var/lab")
+    luns: int = 6
+    slow: int = 3
+    delay_ms: float = 20.0
+    onset_s: float = 120.0
+    duration_s: float = 150.0
+    recovery_s: float = 120.0
+    segment_s: int = 30
+    rate_iops: int = 40
+    log_ms: int = 1000
+    interval_ms: int = 5000
+    sla_ms: float = 10.0
+    mpi_ranks: int = 4
+    lun_mib: int = 256
+    es_url: str | None = None
+    port: int = 9200
+    namespace: str = "lab"
+    darshan_tarball: Path | None = None
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    settle_timeout_s: float = 240.0
+
+    def check(self) -> None:
+        """Raise ValueError naming the parameter that makes no sense."""
+        if self.luns < 3:
+            raise ValueError("--luns: the peer comparison needs at least 3 LUNs")
+        if not 1 <= self.slow <= self.luns:
+            raise ValueError(f"--slow {self.slow}: LUNs are numbered 1 to {self.luns}")
+        if self.delay_ms < 0:
+            raise ValueError("--delay-ms must be >= 0")
+        if self.onset_s < 60:
+            raise ValueError("--onset: the warm-up trains the thresholds and needs >= 60 s")
+        if self.duration_s < 60:
+            raise ValueError("--duration: the peer comparison needs >= 60 s to indict a LUN")
+        if self.mpi_ranks < 2 or self.mpi_ranks > self.luns:
+            raise ValueError(f"--mpi-ranks must lie in 2..{self.luns}")
+
+
+def free_port(preferred: int) -> int:
+    """``preferred`` when nothing listens there, else (or for 0) a free port the kernel picks."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", preferred))
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def lab_config(p: LabParams, root: Path, st: Storage, host: str) -> dict[str, Any]:
+    """The ``iolens run`` configuration of a lab: its drops and the parameters that make a
+    few minutes enough (1 s sysstat samples, short windows, every job diagnosed)."""
+    drops = root / "drops"
+    luns = {f"{host}:{lun.kernel_name}": "lab" for lun in st.luns}
+    return {
+        "state_dir": str(root / "state"),
+        "elasticsearch": {"namespace": p.namespace},
+        "embedded": {"data_dir": str(root / "noida-db")},
+        "drops": [
+            {"type": "fio-hist", "path": str(drops / "fio"), "host": host},
+            {"type": "sadf", "path": str(drops / "sadf")},
+            {"type": "darshan", "path": str(drops / "darshan")},
+            {"type": "slurm", "path": str(drops / "slurm"), "tz": "UTC"},
+        ],
+        "fio": {"interval_ms": p.interval_ms, "settle_s": 3.0},
+        "peer": {
+            "downsample_s": 1.0,
+            "ma_width": 5,
+            "win_size": 30,
+            "win_shift": 10,
+            "k": 3,
+            "groups": luns,
+            "settle_s": 3.0,
+            "ranking_every_s": 60.0,
+        },
+        "darshan": {
+            "workers": 1,
+            "stable_s": 2.0,
+            "min_nprocs": 0,
+            "min_bytes_per_proc": 0.0,
+            "max_bytes_per_s": 1e15,
+        },
+        "incident": {
+            "sla": {"percentile": 95, "under_s": p.sla_ms / 1000},
+            "gap_s": 30.0,
+            "margin_s": 30.0,
+            "lookback_s": 3600.0,
+        },
+        "jobs": {"tick_s": 2.0},
+    }
+
+
+@dataclass
+class LabResult:
+    """What a lab run did and found.
+
+    Attributes:
+        params: the parameters; host: this machine's name; url: the cluster.
+        t0_s, onset_s, fault_end_s, end_s: the workload's start, the fault's on and off and
+            the workload's end (Unix s).
+        devices: LUN index -> kernel device name (``loop2``); mounts: LUN -> mount point.
+        jobs: every job the lab ran.
+        incidents: the incident documents as indexed (``_source``).
+        lags: stream -> seconds from the onset until it showed the fault (None: never).
+    """
+
+    params: LabParams
+    host: str
+    url: str
+    t0_s: float
+    onset_s: float
+    fault_end_s: float
+    end_s: float
+    devices: dict[int, str]
+    mounts: dict[int, str]
+    jobs: list[LabJob]
+    incidents: list[dict[str, Any]] = field(default_factory=list)
+    lags: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def slow_lun(self) -> str:
+        """The slowed LUN as the peer comparison names it."""
+        return f"{self.host}/{self.devices[self.params.slow]}"
+
+
+def mpi_iterations(p: LabParams) -> int:
+    """Iterations of the MPI-IO writer: about a minute (at most half the fault) on the slow
+    LUN, where one 64 KiB write and its sync cost about five delayed I/Os (measured: 1,000
+    iterations took 96 s at 20 ms per I/O) plus the pause."""
+    per_iteration_s = (5 * max(p.delay_ms, 0.0) + MPI_PAUSE_MS) / 1000
+    target_s = min(60.0, p.duration_s / 2)
+    return max(200, min(3000, round(target_s / per_iteration_s)))

@@ -1,0 +1,348 @@
+"""``iolens lab``: build a small real storage system, run a real workload on it, break one LUN,
+and watch the whole pipeline see it, live, on one time axis.
+
+Timeline (seconds from the start of the workload)::
+
+    0 ............ onset ............... onset+duration ............... +recovery  (then settle)
+    healthy warm-up | LUN <slow> delayed by <delay-ms> per I/O | healthy again
+                    ^ thresholds trained on the warm-up          ^ fault off
+                      MPI-IO job starts (4 ranks, one on the slow LUN)
+
+What runs (all real): N loop-device LUNs on a delaying FUSE file system with ext4
+(:mod:`pipeline.lab.storage`), sadc every second shipped live as sadf CSV
+(:mod:`pipeline.lab.sysstat`), fio in segments on every LUN and one ``mpiexec -n 4`` MPI-IO job,
+all under Darshan, with their Slurm-format records (:mod:`pipeline.lab.workload`), and
+``iolens run`` on the four drop directories into the embedded server (or ``--es-url``) with the
+scheduled jobs on. The lab itself writes nothing to Elasticsearch; it only reads, to report
+when each stream showed the fault (:mod:`pipeline.lab.observe`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.lab import storage, workload
+from pipeline.lab.darshan_build import ensure_libdarshan, ensure_mpi_writer
+from pipeline.lab.params import (
+    FIRST_JOB_ID,
+    MPI_PAUSE_MS,
+    LabParams,
+    LabResult,
+    free_port,
+    lab_config,
+    mpi_iterations,
+)
+from pipeline.lab.storage import LabError, Storage
+from pipeline.lab.sysstat import SadcRecorder
+from pipeline.lab.workload import LabJob, Running
+from pipeline.sink.search import ClusterUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def _check_tools(which: Callable[[str], str | None] = shutil.which) -> None:
+    for tool, package in (
+        ("fio", "fio"),
+        ("sadf", "sysstat"),
+        ("mpiexec", "mpich"),
+        ("mpicc", "libmpich-dev"),
+    ):
+        if which(tool) is None:
+            raise LabError(f"{tool} not found: apt-get install {package} (or make lab)")
+
+
+class Lab:
+    """One run of the lab (see the module docstring).
+
+    Args:
+        params: the parameters.
+        say: where progress lines go (a person watching).
+        clock, sleep: wall-clock seconds and sleeping, injectable.
+    """
+
+    def __init__(
+        self,
+        params: LabParams,
+        say: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        params.check()
+        self.p = params
+        self.say = say
+        self.clock = clock
+        self.sleep = sleep
+        self.root = params.lab_dir.resolve()
+        self.host = socket.gethostname()
+        self.running: list[Running] = []
+        self.jobs: list[LabJob] = []
+        self._next_id = FIRST_JOB_ID
+
+    @property
+    def drops(self) -> Path:
+        """``<lab>/drops``."""
+        return self.root / "drops"
+
+    def run(self) -> LabResult:
+        """Build, run, break, watch, clean up; returns what was found.
+
+        Raises:
+            LabError: the lab cannot run here, or a step failed (everything set up is undone).
+        """
+        storage.check_host()
+        _check_tools()
+        self._reset()
+        lib = ensure_libdarshan(self.p.cache_dir, self.p.darshan_tarball)
+        writer = ensure_mpi_writer(self.p.cache_dir)
+        self.say(f"building {self.p.luns} LUNs under {self.root / 'storage'}")
+        st = storage.setup(self.root / "storage", self.p.luns, self.p.lun_mib)
+        iolens: subprocess.Popen[bytes] | None = None
+        recorder = None
+        done = False
+        cfg = self.root / "iolens.yaml"
+        try:
+            url = self._cluster()
+            cfg.write_text(yaml.safe_dump(lab_config(self.p, self.root, st, self.host)))
+            iolens = self._start_iolens(cfg, url)
+            devices = [lun.kernel_name for lun in st.luns]
+            recorder = SadcRecorder(self.root / "sa", self.drops / "sadf" / "lab.csv", devices)
+            recorder.start()
+            result = self._timeline(st, lib, writer, url, cfg)
+            done = True
+        finally:
+            self._kill_running()
+            if recorder is not None:
+                recorder.stop()
+            if iolens is not None:
+                _stop_process(iolens, 90)
+            if done:
+                self._final_pass(cfg, url)
+            storage.teardown(self.root / "storage")
+        from pipeline.lab.observe import incidents
+
+        result.incidents = incidents(self.client, self.p.namespace, result.t0_s)
+        result.lags = self.observer.lags()
+        return result
+
+    def _final_pass(self, cfg: Path, url: str) -> None:
+        """``iolens run --once`` over the drops: what ``iolens run`` had not finished when it
+        was stopped (the last samples, intervals and windows) is read and computed, so a
+        further run adds nothing."""
+        cmd = [sys.executable, "-m", "pipeline.cli.main", "--config", str(cfg), "--es-url", url]
+        with open(self.root / "logs" / "iolens-run.log", "ab") as out:
+            code = subprocess.run([*cmd, "run", "--once"], stdout=out, stderr=out).returncode
+        if code != 0:
+            raise LabError(f"the final iolens run --once exited with {code}; see its log")
+
+    def _reset(self) -> None:
+        """Undo what a previous lab left here (its server, mounts, data) and start empty."""
+        from pipeline.sink.embedded import stop_detached
+
+        storage.teardown(self.root / "storage")
+        stop_detached(self.root / "noida-db")
+        for sub in ("drops", "state", "sa", "noida-db", "logs"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
+        for sub in ("fio", "sadf", "darshan", "slurm"):
+            (self.drops / sub).mkdir(parents=True, exist_ok=True)
+        (self.root / "logs").mkdir(parents=True, exist_ok=True)
+
+    def _cluster(self) -> str:
+        """The cluster's URL: ``--es-url``, or an embedded server started (detached, so it
+        keeps the data after the lab) with its data under the lab directory."""
+        if self.p.es_url:
+            return self.p.es_url
+        from pipeline.sink.embedded import EmbeddedServer
+
+        server = EmbeddedServer(self.root / "noida-db", free_port(self.p.port), "127.0.0.1")
+        server.start(30.0, detach=True)
+        self.say(f"embedded Elasticsearch-API server at {server.url}")
+        return server.url
+
+    def _start_iolens(self, cfg: Path, url: str) -> subprocess.Popen[bytes]:
+        cmd = [sys.executable, "-m", "pipeline.cli.main", "--config", str(cfg)]
+        cmd += ["--es-url", url, "run"]
+        out = open(self.root / "logs" / "iolens-run.log", "ab")  # noqa: SIM115
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        self.say(f"iolens run started (log: {self.root / 'logs' / 'iolens-run.log'})")
+        return proc
+
+    def _job(self, name: str, luns: tuple[int, ...], ntasks: int) -> LabJob:
+        job = LabJob(self._next_id, name, luns, ntasks, self.clock())
+        self._next_id += 1
+        self.jobs.append(job)
+        return job
+
+    def _segment(self, k: int, st: Storage, lib: Path) -> None:
+        """Start segment ``k``: one fio process per LUN."""
+        seg = self.drops / "fio" / f"seg{k:04d}"
+        seg.mkdir(parents=True, exist_ok=True)
+        for lun in st.luns:
+            assert lun.mount_point is not None
+            job = self._job(f"fio-{lun.name}", (lun.index,), 1)
+            cmd = workload.fio_command(
+                Path(lun.mount_point),
+                seg / lun.name,
+                self.p.segment_s - 1,
+                self.p.rate_iops,
+                self.p.log_ms,
+            )
+            env = workload.darshan_env(lib, self.drops / "darshan", job.job_id, nonmpi=True)
+            log_path = self.root / "logs" / f"fio-{lun.name}.log"
+            self.running.append(workload.start(cmd, env, job, log_path))
+
+    def _mpi_job(self, st: Storage, lib: Path, writer: Path) -> None:
+        """Start the MPI-IO job: rank r writes on its own LUN, one rank on the slow one."""
+        others = [lun for lun in st.luns if lun.index != self.p.slow]
+        ranks = others[: self.p.mpi_ranks - 1]
+        ranks.insert(min(2, len(ranks)), st.luns[self.p.slow - 1])
+        dirs = [Path(lun.mount_point or "") for lun in ranks]
+        job = self._job("mpiio", tuple(lun.index for lun in ranks), len(ranks))
+        cmd = workload.mpi_command(writer, dirs, mpi_iterations(self.p), 64, MPI_PAUSE_MS)
+        env = workload.darshan_env(lib, self.drops / "darshan", job.job_id, nonmpi=False)
+        self.running.append(workload.start(cmd, env, job, self.root / "logs" / "mpiio.log"))
+        self.say(
+            f"MPI-IO job {job.job_id} started: {len(ranks)} ranks on "
+            + ", ".join(lun.name for lun in ranks)
+        )
+
+    def _reap(self) -> None:
+        """Record the jobs that ended (their Slurm rows go to the slurm drop)."""
+        for r in list(self.running):
+            code = r.proc.poll()
+            if code is None:
+                continue
+            self.running.remove(r)
+            r.job.end_s = self.clock()
+            r.job.state = "COMPLETED" if code == 0 else "FAILED"
+            if code != 0:
+                log.warning("job %s (%s) exited with %s", r.job.job_id, r.job.name, code)
+            workload.record_job(self.drops / "slurm" / "sacct.txt", r.job)
+
+    def _kill_running(self) -> None:
+        for r in self.running:
+            if r.proc.poll() is None:
+                r.proc.terminate()
+        for r in self.running:
+            try:
+                r.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                r.proc.kill()
+        self.running.clear()
+
+    def _train(self, cfg: Path, until_s: float) -> None:
+        """Thresholds from the warm-up's samples, put in place atomically for the peer job."""
+        state = self.root / "state"
+        tmp = state / "thresholds.json.new"
+        cmd = [sys.executable, "-m", "pipeline.cli.main", "--config", str(cfg), "train"]
+        cmd += ["--until", str(int(until_s)), "-o", str(tmp), str(self.drops / "sadf" / "lab.csv")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise LabError(f"training the peer thresholds failed: {proc.stderr.strip()}")
+        os.replace(tmp, state / "thresholds.json")
+        self.say("thresholds trained on the warm-up: " + proc.stdout.splitlines()[0])
+
+    def _timeline(self, st: Storage, lib: Path, writer: Path, url: str, cfg: Path) -> LabResult:
+        """Run the workload through warm-up, fault and recovery."""
+        p = self.p
+        t0 = self.clock()
+        onset, fault_end = t0 + p.onset_s, t0 + p.onset_s + p.duration_s
+        end = fault_end + p.recovery_s
+        segments = math.ceil((end - t0) / p.segment_s)
+        devices = {lun.index: lun.kernel_name for lun in st.luns}
+        mounts = {lun.index: lun.mount_point or "" for lun in st.luns}
+        result = LabResult(p, self.host, url, t0, onset, fault_end, end, devices, mounts, self.jobs)
+        self.observer = self._observer(result)
+        self.say(
+            f"workload: fio on {p.luns} LUNs in {segments} segments of {p.segment_s} s; "
+            f"lun{p.slow} ({devices[p.slow]}) slowed by {p.delay_ms:g} ms per I/O from "
+            f"+{p.onset_s:g} s to +{p.onset_s + p.duration_s:g} s, recovery until +{end - t0:g} s"
+        )
+        steps = [
+            (onset, lambda: self._train(cfg, onset)),
+            (onset, lambda: self._fault(st, True)),
+            (onset + 5, lambda: self._mpi_job(st, lib, writer)),
+            (fault_end, lambda: self._fault(st, False)),
+        ]
+        k = 0
+        next_poll = onset
+        settled = False
+        deadline = end + p.settle_timeout_s
+        while True:
+            now = self.clock()
+            more = k < segments or (not settled and now < deadline)
+            if not (more or self.running or steps):
+                break
+            if more and now >= t0 + k * p.segment_s:
+                if k == segments:
+                    self.say("the load goes on until the pipeline has caught up")
+                self._segment(k, st, lib)
+                k += 1
+            while steps and now >= steps[0][0]:
+                steps.pop(0)[1]()
+            self._reap()
+            if now >= next_poll:
+                self.observer.poll(now)
+                settled = settled or (now >= end and self._settled(result))
+                next_poll = now + 2
+            self.sleep(0.2)
+        if not settled:
+            self.say(f"the pipeline did not settle within {p.settle_timeout_s:g} s of the end")
+        return result
+
+    def _fault(self, st: Storage, on: bool) -> None:
+        st.set_delays({self.p.slow: self.p.delay_ms} if on else {})
+        what = f"{self.p.delay_ms:g} ms per I/O on lun{self.p.slow}" if on else "no delay"
+        self.say(f"fault {'ON' if on else 'OFF'}: {what}")
+
+    def _observer(self, r: LabResult) -> Any:
+        from pipeline.lab.observe import Observer
+        from pipeline.settings import ElasticsearchSettings
+        from pipeline.sink.client import make_client
+
+        client = make_client(ElasticsearchSettings(url=r.url), r.url)
+        self.client = client
+        fio_job = (self.host, f"lun{self.p.slow}", "1")
+        return Observer(client, self.p.namespace, r.slow_lun, fio_job, self.p.sla_ms, r.onset_s)
+
+    def _settled(self, r: LabResult) -> bool:
+        """Whether the pipeline caught up with the workload: the peer comparison evaluated
+        windows past its end, every incident closed, and one found if there was a fault
+        (a minute of grace if none comes)."""
+        from pipeline.lab.observe import count_since, incidents
+
+        ns = self.p.namespace
+        after = {"range": {"iolens.peer.window.end_s": {"gte": r.end_s}}}
+        try:
+            if not count_since(self.client, "metrics-iolens.peer_anomaly", ns, after):
+                return False
+            found = incidents(self.client, ns, r.t0_s)
+        except ClusterUnavailable:
+            return False
+        if not all(i["iolens"]["incident"]["status"] == "closed" for i in found):
+            return False
+        return bool(found) or self.p.delay_ms == 0 or self.clock() > r.end_s + 60
+
+
+def _stop_process(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM (``iolens run`` delivers what it read and exits), then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

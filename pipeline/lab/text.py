@@ -1,0 +1,79 @@
+"""A lab's result as a person reads it (``iolens lab`` without ``--json``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.lab.params import LabResult
+
+LAG_NAMES = {
+    "fio": "fio interval over the SLA searchable",
+    "sysstat": "sysstat await over the SLA searchable",
+    "peer": "peer comparison marks the LUN faulty",
+    "darshan": "Darshan diagnosis names the LUN",
+    "incident": "incident searchable",
+}
+
+
+def _hms(t_s: float) -> str:
+    return datetime.fromtimestamp(t_s, tz=UTC).strftime("%H:%M:%S")
+
+
+def _iso_hms(iso: str | None) -> str:
+    if not iso:
+        return "open"
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).strftime("%H:%M:%S")
+
+
+def render(r: LabResult) -> str:
+    """Header, one block per incident, the lags, and where the data is."""
+    p = r.params
+    lines = [
+        f"iolens lab on {r.host}: {p.luns} LUNs, lun{p.slow} ({r.slow_lun}) slowed by "
+        f"{p.delay_ms:g} ms per I/O from {_hms(r.onset_s)} to {_hms(r.fault_end_s)} UTC "
+        f"(workload {_hms(r.t0_s)}-{_hms(r.end_s)}, {len(r.jobs)} jobs)",
+        "",
+    ]
+    if not r.incidents:
+        lines.append("no incident: no LUN was persistently anomalous among its peers")
+    for doc in r.incidents:
+        lines += incident_lines(doc, {str(j.job_id): j.name for j in r.jobs})
+    lines.append("")
+    lines.append("when each stream showed the fault (after its onset):")
+    for name, lag in r.lags.items():
+        shown = f"+{lag:.0f} s" if lag is not None else "never"
+        lines.append(f"  {LAG_NAMES[name]:42s} {shown}")
+    lines += [
+        "",
+        f"data: {r.url} (namespace {p.namespace}), e.g.",
+        f"  curl -s '{r.url}/logs-iolens.incident-{p.namespace}/_search?pretty'",
+        f"  iolens --config {p.lab_dir / 'iolens.yaml'} --es-url {r.url} report "
+        "--out lab-report.html",
+        "stop the server with: make stop",
+    ]
+    return "\n".join(lines)
+
+
+def incident_lines(doc: Mapping[str, Any], names: Mapping[str, str]) -> list[str]:
+    """One incident document as a block of text."""
+    i = doc["iolens"]["incident"]
+    span = f"{_iso_hms(i['start'])} -> {_iso_hms(i.get('end'))} UTC"
+    if i.get("duration_s") is not None:
+        span += f" ({i['duration_s']:.0f} s)"
+    rank = i.get("persistence_rank")
+    sla = i["sla"]
+    jobs = ", ".join(f"{j} ({names.get(j, '?')})" for j in i["jobs"]) or "none"
+    return [
+        f"INCIDENT {i['id']}  {i['status']}  {span}",
+        f"  LUN           {i['lun']} mounted at {i.get('mount_point') or '?'} "
+        f"(peer group {i['peer_group']}, {i['metric']})",
+        f"  peer          {i['windows']} faulty windows, record score up to "
+        f"{i['max_score']:.0f}" + (f", persistence rank {rank}" if rank else ""),
+        f"  fio           {i['fio_breaches']} intervals over p{sla['percentile']:g} < "
+        f"{sla['under_ms']:g} ms: {', '.join(i['fio_jobs']) or 'none'}",
+        f"  Darshan jobs  {jobs}",
+        *(f"  critical file {f}" for f in i["critical_files"]),
+        f"  summary       {i['summary']}",
+    ]
