@@ -242,6 +242,13 @@ def fetch_streams(fetch: Fetch, incidents: Sequence[Incident]) -> Streams:
 # -- one figure per incident -------------------------------------------------------------------
 
 
+def _plain(t: Any) -> pd.Timestamp:
+    """``t`` as a UTC time without a zone: plotly.js reads no offsets in dates (a ``+00:00``
+    makes it take a shared time axis for numbers), and columns of times are sent that way."""
+    stamp = pd.Timestamp(t)
+    return stamp.tz_convert(None) if stamp.tzinfo is not None else stamp
+
+
 def _span(inc: Incident) -> tuple[pd.Timestamp, pd.Timestamp]:
     """The time shown: the incident with a margin (PAD_MIN, or a quarter of its duration)."""
     pad = max(PAD_MIN, (inc.until - inc.start) / 4)
@@ -292,7 +299,7 @@ def _darshan(fig: go.Figure, inc: Incident, jobs: pd.DataFrame, lo: Any, hi: Any
     for job in shown.itertuples():
         mine = job.job in inc.jobs
         fig.add_scatter(
-            x=[job.start, job.end],
+            x=[_plain(job.start), _plain(job.end)],
             y=[f"job {job.job}"] * 2,
             mode="lines",
             name=f"job {job.job}",
@@ -318,7 +325,14 @@ def _marks(fig: go.Figure, inc: Incident) -> None:
     )
     shade = {"fillcolor": SHADE, "line_width": 0, "layer": "below"}
     for row in range(1, 5):
-        fig.add_vrect(inc.start, inc.until, row=row, col=1, exclude_empty_subplots=False, **shade)
+        fig.add_vrect(
+            _plain(inc.start),
+            _plain(inc.until),
+            row=row,
+            col=1,
+            exclude_empty_subplots=False,
+            **shade,
+        )
 
 
 def incident_figure(inc: Incident, streams: Streams) -> go.Figure:
@@ -340,7 +354,7 @@ def incident_figure(inc: Incident, streams: Streams) -> go.Figure:
     _lines(fig, 3, peer, "score", {inc.lun})
     _darshan(fig, inc, streams.darshan, lo, hi)
     _marks(fig, inc)
-    fig.update_xaxes(range=[lo, hi])
+    fig.update_xaxes(range=[_plain(lo), _plain(hi)])
     fig.update_layout(
         title=f"{inc.lun}: {inc.start:%Y-%m-%d %H:%M:%S} UTC ({inc.status})",
         template="plotly_white",
