@@ -463,14 +463,15 @@ class IncidentSettings(_Frozen):
     margin_s: float = Field(
         60.0,
         ge=0,
-        description="fio breaches and Darshan jobs this long before the incident's start count "
-        "with it (the peer comparison indicts a LUN some windows after it became slow).",
+        description="fio breaches this long before the incident's start count with it (the "
+        "peer comparison indicts a LUN up to a window after fio sees it slow).",
     )
     lookback_s: float = Field(
         3600.0,
         gt=0,
-        description="Incidents that ended this recently are evaluated again, so Darshan logs "
-        "written at the end of long jobs still join them.",
+        description="Incidents that started this recently (and open ones) are evaluated again "
+        "on every run, so Darshan logs written at the end of long jobs still join them; an open "
+        "incident whose LUN is not evaluated for this long closes.",
     )
 
 

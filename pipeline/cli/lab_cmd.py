@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -65,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"iolens lab: {err}", file=sys.stderr)
         return 2
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM undoes the lab as Ctrl-C does
+
+    signal.signal(signal.SIGTERM, interrupted)
     try:
         result = lab.run()
     except LabError as err:

@@ -431,13 +431,20 @@ def job_scope(host: str, prefix: str | None, job: object) -> str:
 def superseded_query(
     interval_ms: int, start: int, method: str, docs: Sequence[Document]
 ) -> dict[str, Any]:
-    """Query for the documents ``docs`` supersede: same interval, method, scope, host, job and
-    ddir, fewer records merged."""
+    """Query for the documents ``docs`` supersede: same interval, method, scope, host, job
+    (log prefix, or none: merged before prefixes were recorded) and ddir, fewer records merged."""
 
     def same(field_name: str, value: object) -> dict[str, Any]:
         if value is None:
             return {"bool": {"must_not": [{"exists": {"field": field_name}}]}}
         return {"term": {field_name: value}}
+
+    def same_or_missing(field_name: str, value: object) -> dict[str, Any]:
+        # revisions merged before prefixes were recorded have none: they are superseded too
+        if value is None:
+            return same(field_name, None)
+        missing = {"bool": {"must_not": [{"exists": {"field": field_name}}]}}
+        return {"bool": {"should": [{"term": {field_name: value}}, missing]}}
 
     older = []
     for d in docs:
@@ -450,7 +457,7 @@ def superseded_query(
                         {"term": {"fio.ddir": fio["ddir"]}},
                         same("host.name", src.get("host", {}).get("name")),
                         same("fio.job", fio.get("job")),
-                        same("fio.prefix", fio.get("prefix")),
+                        same_or_missing("fio.prefix", fio.get("prefix")),
                         {"range": {"fio.records": {"lt": fio["records"]}}},
                     ]
                 }

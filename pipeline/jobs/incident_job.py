@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from elasticsearch import Elasticsearch
+from elasticsearch import ApiError, Elasticsearch
 
 from pipeline.jobs.darshan_evidence import mount_table
 from pipeline.reducers.fio_window import percentile_key
@@ -35,6 +35,7 @@ from pipeline.reducers.incident import (
     Incident,
     JobOnLun,
     LunWindow,
+    Span,
     correlate,
     spans,
 )
@@ -48,6 +49,18 @@ log = logging.getLogger(__name__)
 
 def _epoch_s(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def latest_ranking(
+    rankings: Iterable[tuple[float, str, int, float]], span: Span, until_s: float
+) -> tuple[int, float] | None:
+    """``(rank, value)`` of the span's LUN in the latest ranking from its start to ``until_s``
+    (the ranking period after its end: the ranking that closes the period it ended in)."""
+    found = None
+    for t, lun, rank, value in rankings:
+        if lun == span.lun and span.start_s <= t <= until_s:
+            found = (rank, value)
+    return found
 
 
 def _range(since_s: float) -> dict[str, Any]:
@@ -91,27 +104,44 @@ class IncidentJob:
         except ClusterUnavailable as err:
             log.warning("incident job postponed: %s", err)
             return 0
+        except ApiError as err:  # a rejected search or write: said, and tried again next tick
+            log.error("incident job failed (%s): %s", err.status_code, err)
+            return 0
         self.written += n
         return n
 
     def incidents(self) -> list[Incident]:
-        """Every incident whose stretch reaches into the look-back, correlated."""
+        """Every incident that started within the look-back (or is still open), correlated.
+
+        Windows are read from far enough before that for the streak that made a LUN faulty
+        (up to ``2k - 1`` windows and the moving average before the first faulty one), so an
+        incident's start, and with it its id, is the same on every run; incidents that started
+        before the look-back are left as they are.
+        """
         cfg = self.settings.incident
         now = self.clock()
         since = min(now - cfg.lookback_s, self._open_since(now)) - cfg.gap_s
         for stream in ("metrics-iolens.peer_anomaly", "logs-iolens.io_diagnosis"):
             refresh(self.client, f"{stream}-{self.ns}")
         peer = self.settings.peer
-        found = spans(self._windows(since), cfg.gap_s, peer.ma_width * peer.downsample_s)
+        lead = peer.ma_width * peer.downsample_s
+        reach = (peer.win_size + 2 * peer.k * peer.win_shift) * peer.downsample_s + lead
+        windows = self._windows(since - reach)
+        found = [
+            s
+            for s in spans(windows, cfg.gap_s, lead, now_s=now, stale_s=cfg.lookback_s)
+            if s.start_s >= since
+        ]
         if not found:
             return []
         luns = sorted({s.lun for s in found})
         earliest = min(s.start_s for s in found) - cfg.margin_s
         breaches = list(self._breaches(earliest))
         jobs = list(self._jobs(earliest, luns))
-        ranks = self._persistence(earliest, luns)
+        rankings = self._persistence(earliest, luns)
         mounts = self._mount_points(luns)
         sla = self._sla_text()
+        every = peer.ranking_every_s
         return [
             correlate(
                 s,
@@ -120,7 +150,7 @@ class IncidentJob:
                 margin_s=cfg.margin_s,
                 now_s=now,
                 mount_point=mounts.get(s.lun),
-                persistence=ranks.get(s.lun),
+                persistence=latest_ranking(rankings, s, (s.last_s if s.closed else now) + every),
                 sla=sla,
             )
             for s in found
@@ -158,7 +188,11 @@ class IncidentJob:
     def _windows(self, since: float) -> Iterator[LunWindow]:
         """Every window since ``since`` of the LUNs faulty in that time."""
         stream = "metrics-iolens.peer_anomaly"
-        sort: list[Mapping[str, Any]] = [{"@timestamp": "asc"}, {"iolens.peer.lun": "asc"}]
+        sort: list[Mapping[str, Any]] = [
+            {"@timestamp": "asc"},
+            {"iolens.peer.lun": "asc"},
+            {"iolens.peer.metric": "asc"},
+        ]
         faulty = {
             h["_source"]["iolens"]["peer"]["lun"]
             for h in self._hits(stream, [_range(since), {"term": {"iolens.faulty": True}}], sort)
@@ -166,7 +200,7 @@ class IncidentJob:
         if not faulty:
             return
         filters = [_range(since), {"terms": {"iolens.peer.lun": sorted(faulty)}}]
-        for h in self._hits(stream, filters, [*sort, {"iolens.peer.metric": "asc"}]):
+        for h in self._hits(stream, filters, sort):
             src = h["_source"]["iolens"]
             peer = src["peer"]
             yield LunWindow(
@@ -192,8 +226,10 @@ class IncidentJob:
         sort: list[Mapping[str, Any]] = [
             {"@timestamp": "asc"},
             {"host.name": "asc"},
+            {"fio.prefix": "asc"},
             {"fio.job": "asc"},
             {"fio.ddir": "asc"},
+            {"fio.records": "asc"},
         ]
         for h in self._hits("metrics-fio.latency", filters, sort):
             src = h["_source"]
@@ -229,14 +265,18 @@ class IncidentJob:
                     tuple(name for name, _ in named),
                 )
 
-    def _persistence(self, since: float, luns: list[str]) -> dict[str, tuple[int, float]]:
-        """LUN -> (rank, value) of its latest persistence ranking since ``since``."""
-        out: dict[str, tuple[int, float]] = {}
+    def _persistence(self, since: float, luns: list[str]) -> list[tuple[float, str, int, float]]:
+        """``(time, LUN, rank, value)`` of the rankings of ``luns`` since ``since``, by time."""
+        out = []
         filters = [_range(since), {"terms": {"iolens.persistence.lun": luns}}]
-        sort: list[Mapping[str, Any]] = [{"@timestamp": "asc"}, {"iolens.persistence.lun": "asc"}]
+        sort: list[Mapping[str, Any]] = [
+            {"@timestamp": "asc"},
+            {"iolens.persistence.lun": "asc"},
+            {"iolens.persistence.metric": "asc"},
+        ]
         for h in self._hits("metrics-iolens.persistence", filters, sort):
             p = h["_source"]["iolens"]["persistence"]
-            out[p["lun"]] = (int(p["rank"]), float(p["value"]))
+            out.append((float(p["hour_end_s"]), p["lun"], int(p["rank"]), float(p["value"])))
         return out
 
     def _mount_points(self, luns: list[str]) -> dict[str, str]:

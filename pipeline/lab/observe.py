@@ -34,7 +34,8 @@ class Observer:
         lun: the slowed LUN as the peer comparison names it (``host/loop2``).
         fio_job: its fio job (``host``, ``prefix``, job number).
         sla_ms: the fio SLA (p95 under this) and the await level that counts as slow.
-        since_s: the onset (Unix s): only documents about later times count.
+        since_s: the onset (Unix s): only documents about later times count (an earlier lab's
+            in the same namespace do not).
     """
 
     client: Elasticsearch
@@ -79,16 +80,31 @@ class Observer:
             ),
             "peer": (
                 "metrics-iolens.peer_anomaly",
-                _all({"term": {"iolens.peer.lun": self.lun}}, {"term": {"iolens.faulty": True}}),
+                _all(
+                    {"range": {"iolens.peer.window.end_s": {"gte": self.since_s}}},
+                    {"term": {"iolens.peer.lun": self.lun}},
+                    {"term": {"iolens.faulty": True}},
+                ),
             ),
             "darshan": (
                 "logs-iolens.io_diagnosis",
                 _all(
+                    {"range": {"iolens.io_diagnosis.end": {"gte": int(self.since_s * 1000)}}},
                     {"term": {"iolens.io_diagnosis.causes.kind": "anomalous_lun"}},
                     {"term": {"iolens.io_diagnosis.causes.lun": self.lun}},
                 ),
             ),
-            "incident": ("logs-iolens.incident", _all({"term": {"iolens.incident.lun": self.lun}})),
+            "incident": (
+                "logs-iolens.incident",
+                _all(
+                    {
+                        "range": {
+                            "iolens.incident.start": {"gte": int(self.since_s * 1000) - 60_000}
+                        }
+                    },
+                    {"term": {"iolens.incident.lun": self.lun}},
+                ),
+            ),
         }
 
     def poll(self, now_s: float) -> None:

@@ -11,7 +11,14 @@ from pipeline.lab.darshan_build import default_cache_dir
 from pipeline.lab.storage import Storage
 from pipeline.lab.workload import LabJob
 
-FIRST_JOB_ID = 1001
+
+def first_job_id(now_s: float) -> int:
+    """The first job id of a lab started at ``now_s``: ``<seconds of the day>000 + 1``, so the
+    job ids of labs run one after another into one cluster do not meet (ids below 86,400,000,
+    within Slurm's and Darshan's range)."""
+    return int(now_s) % 86400 * 1000 + 1
+
+
 MPI_PAUSE_MS = 20
 """Pause of the MPI-IO job after each 64 KiB write and sync: its healthy ranks write about 3
 MiB/s, so the fio jobs sharing their LUNs stay within the SLA."""

@@ -37,10 +37,10 @@ import yaml
 from pipeline.lab import storage, workload
 from pipeline.lab.darshan_build import ensure_libdarshan, ensure_mpi_writer
 from pipeline.lab.params import (
-    FIRST_JOB_ID,
     MPI_PAUSE_MS,
     LabParams,
     LabResult,
+    first_job_id,
     free_port,
     lab_config,
     mpi_iterations,
@@ -89,7 +89,7 @@ class Lab:
         self.host = socket.gethostname()
         self.running: list[Running] = []
         self.jobs: list[LabJob] = []
-        self._next_id = FIRST_JOB_ID
+        self._next_id = first_job_id(clock())
 
     @property
     def drops(self) -> Path:
@@ -109,33 +109,51 @@ class Lab:
         writer = ensure_mpi_writer(self.p.cache_dir)
         self.say(f"building {self.p.luns} LUNs under {self.root / 'storage'}")
         st = storage.setup(self.root / "storage", self.p.luns, self.p.lun_mib)
-        iolens: subprocess.Popen[bytes] | None = None
-        recorder = None
-        done = False
+        self.iolens: subprocess.Popen[bytes] | None = None
+        self.recorder: SadcRecorder | None = None
         cfg = self.root / "iolens.yaml"
         try:
             url = self._cluster()
             cfg.write_text(yaml.safe_dump(lab_config(self.p, self.root, st, self.host)))
-            iolens = self._start_iolens(cfg, url)
+            self.iolens = self._start_iolens(cfg, url)
             devices = [lun.kernel_name for lun in st.luns]
-            recorder = SadcRecorder(self.root / "sa", self.drops / "sadf" / "lab.csv", devices)
-            recorder.start()
+            self.recorder = SadcRecorder(self.root / "sa", self.drops / "sadf" / "lab.csv", devices)
+            self.recorder.start()
+            self._remember(self.recorder.pid)
             result = self._timeline(st, lib, writer, url, cfg)
-            done = True
+            self._wind_down()
+            self._final_pass(cfg, url)
         finally:
-            self._kill_running()
-            if recorder is not None:
-                recorder.stop()
-            if iolens is not None:
-                _stop_process(iolens, 90)
-            if done:
-                self._final_pass(cfg, url)
-            storage.teardown(self.root / "storage")
+            try:
+                self._wind_down()
+            finally:
+                storage.teardown(self.root / "storage")
         from pipeline.lab.observe import incidents
 
         result.incidents = incidents(self.client, self.p.namespace, result.t0_s)
         result.lags = self.observer.lags()
         return result
+
+    def _wind_down(self) -> None:
+        """Stop the jobs, the recorder (its last samples shipped) and ``iolens run``, each
+        even when stopping another one failed; safe to call twice."""
+        try:
+            self._kill_running()
+            if self.recorder is not None:
+                recorder, self.recorder = self.recorder, None
+                recorder.stop()
+        finally:
+            if self.iolens is not None:
+                proc, self.iolens = self.iolens, None
+                _stop_process(proc, 90)
+
+    def _remember(self, pid: int | None) -> None:
+        """Note a process the lab started, so a run after a crash of this one stops it."""
+        if pid is None:
+            return
+        path = self.root / "pids"
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{pid}\n")
 
     def _final_pass(self, cfg: Path, url: str) -> None:
         """``iolens run --once`` over the drops: what ``iolens run`` had not finished when it
@@ -151,6 +169,7 @@ class Lab:
         """Undo what a previous lab left here (its server, mounts, data) and start empty."""
         from pipeline.sink.embedded import stop_detached
 
+        stop_leftovers(self.root / "pids")
         storage.teardown(self.root / "storage")
         stop_detached(self.root / "noida-db")
         for sub in ("drops", "state", "sa", "noida-db", "logs"):
@@ -174,9 +193,9 @@ class Lab:
     def _start_iolens(self, cfg: Path, url: str) -> subprocess.Popen[bytes]:
         cmd = [sys.executable, "-m", "pipeline.cli.main", "--config", str(cfg)]
         cmd += ["--es-url", url, "run"]
-        out = open(self.root / "logs" / "iolens-run.log", "ab")  # noqa: SIM115
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-        out.close()
+        with open(self.root / "logs" / "iolens-run.log", "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        self._remember(proc.pid)
         self.say(f"iolens run started (log: {self.root / 'logs' / 'iolens-run.log'})")
         return proc
 
@@ -203,6 +222,7 @@ class Lab:
             env = workload.darshan_env(lib, self.drops / "darshan", job.job_id, nonmpi=True)
             log_path = self.root / "logs" / f"fio-{lun.name}.log"
             self.running.append(workload.start(cmd, env, job, log_path))
+            self._remember(self.running[-1].proc.pid)
 
     def _mpi_job(self, st: Storage, lib: Path, writer: Path) -> None:
         """Start the MPI-IO job: rank r writes on its own LUN, one rank on the slow one."""
@@ -214,6 +234,7 @@ class Lab:
         cmd = workload.mpi_command(writer, dirs, mpi_iterations(self.p), 64, MPI_PAUSE_MS)
         env = workload.darshan_env(lib, self.drops / "darshan", job.job_id, nonmpi=False)
         self.running.append(workload.start(cmd, env, job, self.root / "logs" / "mpiio.log"))
+        self._remember(self.running[-1].proc.pid)
         self.say(
             f"MPI-IO job {job.job_id} started: {len(ranks)} ranks on "
             + ", ".join(lun.name for lun in ranks)
@@ -266,14 +287,19 @@ class Lab:
         mounts = {lun.index: lun.mount_point or "" for lun in st.luns}
         result = LabResult(p, self.host, url, t0, onset, fault_end, end, devices, mounts, self.jobs)
         self.observer = self._observer(result)
+        fault = (
+            f"lun{p.slow} ({devices[p.slow]}) slowed by {p.delay_ms:g} ms per I/O from "
+            f"+{p.onset_s:g} s to +{p.onset_s + p.duration_s:g} s"
+            if p.delay_ms > 0
+            else "no fault (--delay-ms 0)"
+        )
         self.say(
             f"workload: fio on {p.luns} LUNs in {segments} segments of {p.segment_s} s; "
-            f"lun{p.slow} ({devices[p.slow]}) slowed by {p.delay_ms:g} ms per I/O from "
-            f"+{p.onset_s:g} s to +{p.onset_s + p.duration_s:g} s, recovery until +{end - t0:g} s"
+            f"{fault}; healthy load until +{end - t0:g} s"
         )
-        steps = [
-            (onset, lambda: self._train(cfg, onset)),
+        steps = [  # the fault first: training (a few seconds) must not delay the onset
             (onset, lambda: self._fault(st, True)),
+            (onset, lambda: self._train(cfg, onset)),
             (onset + 5, lambda: self._mpi_job(st, lib, writer)),
             (fault_end, lambda: self._fault(st, False)),
         ]
@@ -285,6 +311,10 @@ class Lab:
             now = self.clock()
             more = k < segments or (not settled and now < deadline)
             if not (more or self.running or steps):
+                break
+            if now > deadline + 2 * p.segment_s:  # a job that hangs (D state on FUSE)
+                self.say("jobs still running long after the end are stopped")
+                self._kill_running()
                 break
             if more and now >= t0 + k * p.segment_s:
                 if k == segments:
@@ -304,6 +334,8 @@ class Lab:
         return result
 
     def _fault(self, st: Storage, on: bool) -> None:
+        if self.p.delay_ms <= 0:
+            return
         st.set_delays({self.p.slow: self.p.delay_ms} if on else {})
         what = f"{self.p.delay_ms:g} ms per I/O on lun{self.p.slow}" if on else "no delay"
         self.say(f"fault {'ON' if on else 'OFF'}: {what}")
@@ -335,6 +367,28 @@ class Lab:
         if not all(i["iolens"]["incident"]["status"] == "closed" for i in found):
             return False
         return bool(found) or self.p.delay_ms == 0 or self.clock() > r.end_s + 60
+
+
+LEFTOVERS = (b"fio", b"mpiexec", b"mpiio_writer", b"pipeline.cli.main", b"sadc")
+"""Programs a crashed lab may have left running (matched in ``/proc/<pid>/cmdline``)."""
+
+
+def stop_leftovers(pids_file: Path) -> None:
+    """Stop the processes a previous lab started and left running (it crashed, or was
+    killed), those still running one of :data:`LEFTOVERS`; then forget them."""
+    try:
+        pids = [int(x) for x in pids_file.read_text(encoding="utf-8").split()]
+    except (OSError, ValueError):
+        pids = []
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(name in cmdline for name in LEFTOVERS):
+            log.warning("stopping process %s left by an earlier lab", pid)
+            storage.stop_pid(pid)
+    pids_file.unlink(missing_ok=True)
 
 
 def _stop_process(proc: subprocess.Popen[bytes], timeout_s: float) -> None:

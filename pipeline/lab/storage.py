@@ -1,7 +1,8 @@
 """The lab's storage: N LUNs, each a loop device on a file of the delaying FUSE file system,
-with ext4 on it, mounted at ``<lab>/mnt/lun<K>`` (K = 1..N).
+with ext4 on it, mounted at ``<dir>/mnt/lun<K>`` (K = 1..N; the lab's ``<dir>`` is
+``<lab>/storage``).
 
-Layout under the lab directory::
+Layout under the storage directory::
 
     backing/lun<K>.img     the LUNs' bytes (sparse files)
     fuse/                  delayfs's view of backing/ (pipeline.lab.delayfs)
@@ -29,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline.lab.delayfs import render_control
+from pipeline.lab.delayfs import parse_control, render_control
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +190,13 @@ def _build(st: Storage, n: int, size_mib: int) -> None:
         _run(["mount", "-t", "ext4", lun.device, str(mnt)])
 
 
+def _delays(control: Path) -> dict[str, float]:
+    try:
+        return parse_control(control.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
 def _mounts_below(root: str) -> list[str]:
     """Mount points at or below ``root`` in /proc/mounts, deepest first."""
     out = []
@@ -224,6 +232,10 @@ def teardown(lab_dir: Path) -> None:
             saved = json.loads(state.read_text(encoding="utf-8"))
         except ValueError:
             log.warning("%s is damaged; cleaning up from /proc/mounts and losetup", state)
+    control = Path(root) / "delay"
+    if control.exists() and any(v > 0 for v in _delays(control).values()):
+        Storage(root).set_delays({})  # unmounting a slowed LUN waits for every delayed I/O
+        time.sleep(1.2)  # delayfs reads its control file once a second
     for point in _mounts_below(str(Path(root) / "mnt")):
         if subprocess.run(["umount", point], capture_output=True, check=False).returncode:
             subprocess.run(["umount", "-l", point], capture_output=True, check=False)
@@ -245,9 +257,16 @@ def _stop(pid: int) -> None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return
-    if b"pipeline.lab.delayfs" not in cmdline:
+    if b"pipeline.lab.delayfs" in cmdline:
+        stop_pid(pid)
+
+
+def stop_pid(pid: int) -> None:
+    """SIGTERM ``pid``, SIGKILL after 5 s; a child of ours that exited is reaped."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
         return
-    os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 5
     while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.1)

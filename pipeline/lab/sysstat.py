@@ -3,11 +3,11 @@
 sadc writes its binary activity file the way the ``cycle`` daemon does (``sadc -S DISK 1
 <dir>/sa-YYYYMMDDTHHMMSSZ``, :mod:`pipeline.shippers.sadc_cycle`). A sadc file is read whole
 once it is finished, which is too late to watch a fault live, so the recorder also follows the
-growing file: every ``every_s`` it runs ``sadf -d -U -s <last> FILE -- -d -p --dev=<LUNs>``
-(sysstat 12.6: ``-s`` limits the records to those from a time on, ``--dev`` to the named
-devices) and appends the records newer than the last one written to a CSV file in the ``sadf``
-drop, which ``iolens run`` tails line by line. Only the lab's LUNs are shipped: the machine's
-other disks are not part of the lab's storage.
+growing file: every ``every_s`` it runs ``sadf -d -U FILE -- -d -p --dev=<LUNs>``
+(sysstat 12.6: ``--dev`` limits the output to the named devices) and appends the records
+newer than the last one written to a CSV file in the ``sadf`` drop, which ``iolens run`` tails
+line by line. Only the lab's LUNs are shipped: the machine's other disks are not part of the
+lab's storage.
 """
 
 from __future__ import annotations
@@ -60,6 +60,11 @@ class SadcRecorder:
         )
         self._thread.start()
 
+    @property
+    def pid(self) -> int | None:
+        """sadc's process id once started."""
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self) -> None:
         """Stop sadc, convert what it wrote last and stop the follower."""
         self._stop.set()
@@ -80,10 +85,10 @@ class SadcRecorder:
         """Append the records written since the last poll; returns rows appended."""
         if not self.sa_file.exists():
             return 0
-        cmd = ["sadf", "-d", "-U"]
-        if self.last_s:
-            cmd += ["-s", datetime.fromtimestamp(self.last_s, tz=UTC).strftime("%H:%M:%S")]
-        cmd += [str(self.sa_file), "--", "-d", "-p", "--dev=" + ",".join(self.devices)]
+        # the whole file each time (a lab's is small): sadf's -s is a time of day, which
+        # breaks at midnight; rows already shipped are skipped by their timestamps
+        cmd = ["sadf", "-d", "-U", str(self.sa_file), "--", "-d", "-p"]
+        cmd.append("--dev=" + ",".join(self.devices))
         env = {**os.environ, "LC_ALL": "C", "TZ": "UTC"}
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, check=False)
         if out.returncode != 0:

@@ -30,9 +30,14 @@ def _iso_hms(iso: str | None) -> str:
 def render(r: LabResult) -> str:
     """Header, one block per incident, the lags, and where the data is."""
     p = r.params
+    fault = (
+        f"lun{p.slow} ({r.slow_lun}) slowed by {p.delay_ms:g} ms per I/O from "
+        f"{_hms(r.onset_s)} to {_hms(r.fault_end_s)} UTC"
+        if p.delay_ms > 0
+        else "no fault"
+    )
     lines = [
-        f"iolens lab on {r.host}: {p.luns} LUNs, lun{p.slow} ({r.slow_lun}) slowed by "
-        f"{p.delay_ms:g} ms per I/O from {_hms(r.onset_s)} to {_hms(r.fault_end_s)} UTC "
+        f"iolens lab on {r.host}: {p.luns} LUNs, {fault} "
         f"(workload {_hms(r.t0_s)}-{_hms(r.end_s)}, {len(r.jobs)} jobs)",
         "",
     ]
@@ -41,7 +46,11 @@ def render(r: LabResult) -> str:
     for doc in r.incidents:
         lines += incident_lines(doc, {str(j.job_id): j.name for j in r.jobs})
     lines.append("")
-    lines.append("when each stream showed the fault (after its onset):")
+    lines.append(
+        "when each stream showed the fault (after its onset):"
+        if p.delay_ms > 0
+        else f"signs of a fault on lun{p.slow} after +{p.onset_s:g} s (none expected):"
+    )
     for name, lag in r.lags.items():
         shown = f"+{lag:.0f} s" if lag is not None else "never"
         lines.append(f"  {LAG_NAMES[name]:42s} {shown}")

@@ -6,7 +6,7 @@ Its rows come from the configuration (``darshan.mounts``: mount point -> LUN) an
 reading host's ``/proc/mounts`` (``proc(5)``: device, mount point, type, options, dump, pass,
 white space inside fields written as octal escapes)::
 
-    /dev/loop3 /var/lib/iolens-lab/mnt/lun3 ext4 rw,relatime 0 0
+    /dev/loop3 /var/lib/iolens/lab/storage/mnt/lun3 ext4 rw,relatime 0 0
     server:/export /home nfs4 rw,vers=4.2,addr=10.0.0.1 0 0
 
 A file belongs to the longest mount point that is a whole-component prefix of its path, as the
@@ -87,13 +87,14 @@ def configured_mounts(mounts: Mapping[str, str], host: str) -> list[Mount]:
 
 class MountTable:
     """Longest-prefix lookup of files in mount tables; earlier tables win on equal mount
-    points (configured rows before ``/proc/mounts``)."""
+    points (configured rows before ``/proc/mounts``), and within a table the last row (the
+    mount on top)."""
 
     def __init__(self, *tables: Iterable[Mount]) -> None:
         self._by_point: dict[str, Mount] = {}
-        for table in tables:
-            for m in table:
-                self._by_point.setdefault(m.mount_point, m)
+        for table in reversed(tables):
+            # within a table the last row wins: a mount over another hides it, as in the kernel
+            self._by_point.update({m.mount_point: m for m in table})
 
     def __len__(self) -> int:
         return len(self._by_point)

@@ -25,6 +25,7 @@ values in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -135,7 +136,8 @@ class Incident:
         span: the stretch; mount_point: where the LUN is mounted (None: not known).
         jobs: Darshan job ids; critical_files: their critical files on the LUN.
         fio_breaches: fio intervals over the SLA; fio_jobs: ``host/job`` of those that breached.
-        persistence: ``(rank, value)`` of the LUN's latest persistence ranking in the stretch.
+        persistence: ``(rank, value)`` of the LUN in the latest persistence ranking of the
+            stretch (the one closing the period it ended in).
         summary: one sentence a person reads.
     """
 
@@ -149,43 +151,62 @@ class Incident:
     summary: str
 
 
-def spans(windows: Iterable[LunWindow], gap_s: float, lead_s: float = 0.0) -> list[Span]:
+def spans(
+    windows: Iterable[LunWindow],
+    gap_s: float,
+    lead_s: float = 0.0,
+    *,
+    now_s: float = math.inf,
+    stale_s: float = math.inf,
+) -> list[Span]:
     """The incidents' stretches in the peer comparison's windows.
 
+    Stretches are found per LUN and metric (a streak is a run of one metric's windows), then
+    the stretches of one LUN that overlap or lie within ``gap_s`` of each other are merged: one
+    incident per slow LUN, whatever metrics saw it.
+
     Args:
-        windows: every evaluated window of the LUNs (any order; several metrics may be mixed,
-            a LUN's windows are merged over metrics).
-        gap_s: faulty windows at most this far apart (previous end to next start) are one
-            incident; a LUN not faulty for this long after its last faulty window recovered.
+        windows: every evaluated window of the LUNs (any order).
+        gap_s: a faulty window ending at most this long after the last faulty window's end
+            belongs to the same incident; a LUN evaluated and not faulty for this long after
+            its last faulty window recovered (the incident closes).
         lead_s: how far before a window's start its raw samples reach (the moving average's
             ``ma_width`` x ``downsample_s``: a window's first smoothed sample averages that
             much raw data before it), for :attr:`Span.slow_s`.
+        now_s, stale_s: an incident whose LUN has not been evaluated for ``stale_s`` after its
+            last faulty window (a server gone, a device renamed) closes at ``now_s``.
 
     Returns:
         Stretches ordered by start, then LUN.
     """
-    by_lun: dict[str, list[LunWindow]] = {}
+    series: dict[tuple[str, str], list[LunWindow]] = {}
     for w in windows:
-        by_lun.setdefault(w.lun, []).append(w)
-    out: list[Span] = []
-    for wins in by_lun.values():
-        wins.sort(key=lambda w: (w.end_s, w.start_s, w.metric))
-        out += _lun_spans(wins, gap_s, lead_s)
+        series.setdefault((w.lun, w.metric), []).append(w)
+    by_lun: dict[str, list[Span]] = {}
+    for (lun, _), wins in series.items():
+        wins.sort(key=lambda w: (w.end_s, w.start_s))
+        found = _series_spans(wins, gap_s, lead_s)
+        stale = math.isfinite(stale_s) and now_s - wins[-1].end_s >= stale_s
+        if found and not found[-1].closed and stale:
+            found[-1] = _closed(found[-1], True)
+        by_lun.setdefault(lun, []).extend(found)
+    out = [m for found in by_lun.values() for m in _merge(found, gap_s)]
     out.sort(key=lambda s: (s.start_s, s.lun))
     return out
 
 
-def _lun_spans(wins: Sequence[LunWindow], gap_s: float, lead_s: float) -> list[Span]:
+def _series_spans(wins: Sequence[LunWindow], gap_s: float, lead_s: float) -> list[Span]:
+    """Stretches of one LUN and metric (windows sorted by end)."""
     out: list[Span] = []
     current: Span | None = None
     for i, w in enumerate(wins):
         if not w.faulty:
             continue  # a lone anomalous window after recovery is not the incident's
-        if current is not None and w.start_s - current.last_s <= gap_s:
+        if current is not None and w.end_s - current.last_s <= gap_s:
             current = _extend(current, w, lead_s)
             continue
         if current is not None:
-            out.append(current)
+            out.append(_closed(current, True))
         streak = _streak(wins, i)
         current = Span(
             w.lun,
@@ -199,9 +220,27 @@ def _lun_spans(wins: Sequence[LunWindow], gap_s: float, lead_s: float) -> list[S
             _slow(streak[0].end_s, w.start_s - lead_s),
         )
     if current is not None:
-        last_seen = wins[-1].end_s if wins else current.last_s
-        out.append(_closed(current, last_seen >= current.last_s + gap_s))
-    return [_closed(s, True) for s in out[:-1]] + out[-1:]
+        out.append(_closed(current, wins[-1].end_s >= current.last_s + gap_s))
+    return out
+
+
+def _merge(found: list[Span], gap_s: float) -> list[Span]:
+    """Stretches of one LUN (several metrics) that overlap or lie within ``gap_s``: one."""
+    out: list[Span] = []
+    for s in sorted(found, key=lambda x: (x.start_s, x.metric)):
+        if out and s.start_s - out[-1].last_s <= gap_s:
+            a = out[-1]
+            out[-1] = replace(
+                a,
+                last_s=max(a.last_s, s.last_s),
+                closed=a.closed and s.closed,
+                windows=a.windows + s.windows,
+                max_score=max(a.max_score, s.max_score),
+                slow_s=(min(a.slow_s[0], s.slow_s[0]), max(a.slow_s[1], s.slow_s[1])),
+            )
+        else:
+            out.append(s)
+    return out
 
 
 def _extend(s: Span, w: LunWindow, lead_s: float) -> Span:
@@ -250,8 +289,10 @@ def correlate(
         jobs: diagnosed Darshan jobs with critical files on any LUN (others are left out).
         margin_s: how long before the start breaches still count.
         now_s: the present (Unix s), the end of an open incident.
-        mount_point: where the LUN is mounted, when the mount table knows it.
-        persistence: the LUN's ``(rank, value)`` in the persistence ranking, if any.
+        mount_point: where the LUN is mounted now, when the mount table knows it (where the
+            jobs' diagnoses saw it mounted comes first).
+        persistence: the LUN's ``(rank, value)`` in the latest persistence ranking of the
+            stretch, if any.
         sla: how the SLA reads in the summary (``"p95 under 10 ms"``).
     """
     lo = span.start_s - margin_s
@@ -261,7 +302,8 @@ def correlate(
     mine = [j for j in jobs if j.lun == span.lun and _hit(j, span.slow_s)]
     job_ids = tuple(sorted({j.job_id for j in mine}, key=_job_order))
     files = tuple(sorted({f for j in mine for f in j.files}))
-    mount = mount_point or next((j.mount_point for j in mine if j.mount_point), None)
+    # where the jobs saw it mounted comes first: the mount table now may be another one's
+    mount = next((j.mount_point for j in mine if j.mount_point), None) or mount_point
     summary = _summary(span, mount, len(hits), fio_jobs, job_ids, files, sla)
     return Incident(span, mount, job_ids, files, len(hits), fio_jobs, persistence, summary)
 

@@ -162,7 +162,8 @@ class Streams:
     (job scope, ``mixed``, each interval's latest revision): ``time, match`` (``host/prefix.job``
     as incidents name fio jobs), ``name`` (the same), ``records``, a column per SLA
     percentile (ns); ``disk``: ``time, name`` (host/device), ``await`` (ms); ``peer``: ``time``
-    (the window's end), ``name`` (LUN), ``group, metric, score`` (0-100); ``darshan``: ``job, exe, start, end``."""
+    (the window's end), ``name`` (LUN), ``group, metric, score`` (0-100); ``darshan``:
+    ``job, exe, start, end``."""
 
     fio: pd.DataFrame
     disk: pd.DataFrame

@@ -133,10 +133,32 @@ def _put(client: Elasticsearch, obj: TemplateObject, body: dict[str, Any]) -> No
         client.indices.put_index_template(name=obj.name, body=body)
 
 
+def _update_existing(client: Elasticsearch, stream: str, body: dict[str, Any]) -> None:
+    """Add the component's fields to the data streams of ``stream`` that exist already.
+
+    A template applies to backing indices created after it; without this, a field added by an
+    upgrade (mapped ``dynamic: strict`` in our namespaces) would be rejected until the next
+    rollover. ``PUT <stream>-*/_mapping`` adds fields to every backing index of the matching
+    data streams (Elasticsearch: "Add a new field mapping to a data stream"); fields that exist
+    keep their types (a changed type is an error, as it is for Elasticsearch).
+    """
+    props = body.get("template", {}).get("mappings", {}).get("properties")
+    if not props:
+        return
+    client.indices.put_mapping(
+        index=f"{stream}-*",
+        properties=props,
+        allow_no_indices=True,
+        ignore_unavailable=True,
+        expand_wildcards="open",
+    )
+
+
 def install(
     client: Elasticsearch, objects: Sequence[TemplateObject], caps: Capabilities
 ) -> list[str]:
-    """PUT ``objects`` in install order (ILM, component, index), adapting to ``caps``.
+    """PUT ``objects`` in install order (ILM, component, index), adapting to ``caps``; the
+    fields of each data stream's own component are also added to its existing data streams.
 
     Returns:
         One message per object installed or skipped, plus one about ILM when it is missing.
@@ -156,6 +178,8 @@ def install(
             stripped |= removed
         try:
             _put(client, obj, body)
+            if obj.kind == "component" and obj.name.endswith("@package"):
+                _update_existing(client, obj.name.removesuffix("@package"), body)
         except ApiError as err:
             raise ConfigError(
                 f"{obj.path}: the cluster rejected {obj.kind} {obj.name}: HTTP "

@@ -55,3 +55,10 @@ def test_configured_rows_come_first() -> None:
 
 def test_empty_table_knows_nothing() -> None:
     assert MountTable().lookup("/a/b") is None
+
+
+def test_a_mount_on_top_of_another_hides_it() -> None:
+    text = "/dev/sdb /data ext4 rw 0 0\n/dev/sdc /data xfs rw 0 0\n"
+    assert MountTable(parse_proc_mounts(text, "vm")).lookup("/data/f") == Mount(
+        "/data", "vm/sdc", "xfs"
+    )

@@ -43,7 +43,7 @@ def test_faulty_windows_further_apart_than_gap_are_two_incidents() -> None:
     ]
     (merged,) = spans(ws, gap_s=60.0)
     assert (merged.start_s, merged.last_s, merged.windows) == (1000.0, 1080.0, 2)
-    assert merged.slow_s == (1000.0, 1080.0 - 30)
+    assert merged.slow_s == (980.0, 1070.0)
 
 
 def test_no_faulty_window_no_incident() -> None:
@@ -95,3 +95,33 @@ def test_a_lone_anomalous_window_after_recovery_is_not_the_incident() -> None:
     # the last anomalous window of the streak starts at 1060 - 30; the lone one at 1110 - 30
     assert (s.start_s, s.last_s, s.slow_s, s.windows) == (1020.0, 1080.0, (1020.0, 1025.0), 5)
     assert s.closed
+
+
+def test_an_open_incident_of_a_lun_no_longer_evaluated_closes() -> None:
+    ws = series("vm/loop3", "..aaFF..")  # evaluated up to 1070
+    (s,) = spans(ws, gap_s=30.0, now_s=1070 + 3599, stale_s=3600)
+    assert not s.closed
+    (s,) = spans(ws, gap_s=30.0, now_s=1070 + 3600, stale_s=3600)
+    assert (s.closed, s.last_s) == (True, 1050.0)
+
+
+def test_a_closed_incident_stays_closed_when_the_lun_is_slow_again() -> None:
+    """Closing and joining measure the same thing (window ends), so a faulty window after
+    the incident closed starts a new one and never reopens the old one under its id."""
+    closed = spans(series("vm/loop3", "aaFF..."), gap_s=30.0)
+    (first,) = closed
+    assert first.closed
+    again = spans(series("vm/loop3", "aaFF...F"), gap_s=30.0)
+    assert [(s.id == first.id, s.closed) for s in again] == [(True, True), (False, False)]
+
+
+def test_metrics_are_streaks_of_their_own_and_one_incident_per_lun() -> None:
+    wait = series("vm/loop3", "..aaFF....")
+    util = [
+        LunWindow(w.lun, w.group, "util", w.start_s, w.end_s, w.anomalous, w.faulty, w.score)
+        for w in series("vm/loop3", "...aFF....")
+    ]
+    (alone,) = spans(wait, gap_s=30.0)
+    (both,) = spans(wait + util, gap_s=30.0)
+    assert (both.start_s, both.id) == (alone.start_s, alone.id)  # util does not move it
+    assert (both.windows, both.last_s, both.closed) == (4, 1050.0, True)

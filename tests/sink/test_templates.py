@@ -260,3 +260,33 @@ def test_install_names_the_file_the_cluster_rejects(
     )
     with pytest.raises(ConfigError, match=r"index_template\.bad\.json: the cluster rejected"):
         install(es_client, load_templates(tmp_path), NO_ILM)
+
+
+@pytest.mark.integration
+def test_an_upgrade_adds_new_fields_to_existing_data_streams(es_client: Elasticsearch) -> None:
+    """A data stream created before a field was added (here ``fio.prefix``) takes documents
+    with the field once setup ran again, without waiting for a rollover."""
+    import copy
+    import dataclasses
+    import uuid
+
+    stream = f"metrics-fio.histogram-up{uuid.uuid4().hex[:8]}"
+    objects = load_templates()
+    old = []
+    for obj in objects:
+        if obj.name == "metrics-fio.histogram@package":
+            body = copy.deepcopy(obj.body)
+            del body["template"]["mappings"]["properties"]["fio"]["properties"]["prefix"]
+            obj = dataclasses.replace(obj, body=body)
+        old.append(obj)
+    caps = detect(es_client)
+    install(es_client, old, caps)
+    doc = {"@timestamp": "2026-01-01T00:00:00Z", "fio": {"job": "1", "ddir": "read"}}
+    es_client.index(index=stream, document=doc, op_type="create", refresh=True)
+    install(es_client, objects, caps)
+    fio = es_client.indices.get_mapping(index=stream)
+    [mapping] = fio.body.values()
+    assert mapping["mappings"]["properties"]["fio"]["properties"]["prefix"] == {"type": "keyword"}
+    doc["fio"]["prefix"] = "lun3"
+    es_client.index(index=stream, document=doc, op_type="create", refresh=True)
+    assert es_client.count(index=stream)["count"] == 2
