@@ -44,10 +44,10 @@ SUMMARY = (
 )
 
 
-
 def plain(t: datetime) -> pd.Timestamp:
     """A UTC time as the figure carries it: without a zone."""
     return pd.Timestamp(t).tz_convert(None)
+
 
 def iso(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
