@@ -224,16 +224,20 @@ class Lab:
             self.running.append(workload.start(cmd, env, job, log_path))
             self._remember(self.running[-1].proc.pid)
 
-    def _mpi_job(self, st: Storage, lib: Path, writer: Path) -> None:
-        """Start the MPI-IO job: rank r writes on its own LUN, one rank on the slow one."""
+    def _mpi_job(self, st: Storage, lib: Path, writer: Path, name: str = "mpiio") -> None:
+        """Start the MPI-IO job: rank r writes on its own LUN, one rank on the slow one.
+
+        It runs twice: healthy in the warm-up (``mpiio-warmup``: the thresholds are trained on
+        a warm-up that holds the lab's whole workload, as seed 001 4.2.1 advises training
+        during known workloads) and during the fault."""
         others = [lun for lun in st.luns if lun.index != self.p.slow]
         ranks = others[: self.p.mpi_ranks - 1]
         ranks.insert(min(2, len(ranks)), st.luns[self.p.slow - 1])
         dirs = [Path(lun.mount_point or "") for lun in ranks]
-        job = self._job("mpiio", tuple(lun.index for lun in ranks), len(ranks))
+        job = self._job(name, tuple(lun.index for lun in ranks), len(ranks))
         cmd = workload.mpi_command(writer, dirs, mpi_iterations(self.p), 64, MPI_PAUSE_MS)
         env = workload.darshan_env(lib, self.drops / "darshan", job.job_id, nonmpi=False)
-        self.running.append(workload.start(cmd, env, job, self.root / "logs" / "mpiio.log"))
+        self.running.append(workload.start(cmd, env, job, self.root / "logs" / f"{name}.log"))
         self._remember(self.running[-1].proc.pid)
         self.say(
             f"MPI-IO job {job.job_id} started: {len(ranks)} ranks on "
@@ -298,6 +302,7 @@ class Lab:
             f"{fault}; healthy load until +{end - t0:g} s"
         )
         steps = [  # the fault first: training (a few seconds) must not delay the onset
+            (t0 + p.onset_s / 2, lambda: self._mpi_job(st, lib, writer, "mpiio-warmup")),
             (onset, lambda: self._fault(st, True)),
             (onset, lambda: self._train(cfg, onset)),
             (onset + 5, lambda: self._mpi_job(st, lib, writer)),

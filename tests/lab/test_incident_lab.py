@@ -123,7 +123,7 @@ def test_only_the_fio_job_on_the_slowed_lun_breaches_the_sla(lab) -> None:
 
 def test_the_mpi_job_is_diagnosed_with_its_file_on_the_slowed_lun(lab) -> None:
     r, client = lab
-    [mpi] = [j for j in r.jobs if j.name == "mpiio"]
+    [mpi] = [j for j in r.jobs if j.name == "mpiio"]  # the one during the fault
     [d] = docs(
         client,
         "logs-iolens.io_diagnosis",
