@@ -24,19 +24,37 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     p = sub.add_parser(
         name, help="break a small real storage system and watch", description=__doc__
     )
-    p.add_argument("--dir", type=Path, default=d.lab_dir, help=f"lab directory ({d.lab_dir})")
-    p.add_argument("--luns", type=int, default=d.luns, help=f"LUNs ({d.luns})")
-    p.add_argument("--slow", type=int, default=d.slow, help=f"the LUN slowed, 1-based ({d.slow})")
-    p.add_argument("--delay-ms", type=float, default=d.delay_ms, help="its delay per I/O, ms")
-    p.add_argument("--onset", type=float, default=d.onset_s, help="fault on after S s (warm-up)")
-    p.add_argument("--duration", type=float, default=d.duration_s, help="fault lasts S s")
-    p.add_argument("--recovery", type=float, default=d.recovery_s, help="healthy S s after it")
-    p.add_argument("--segment", type=int, default=d.segment_s, help="fio segment length, s")
-    p.add_argument("--rate-iops", type=int, default=d.rate_iops, help="fio's rate per LUN")
-    p.add_argument("--sla-ms", type=float, default=d.sla_ms, help="fio SLA: p95 under this")
-    p.add_argument("--mpi-ranks", type=int, default=d.mpi_ranks, help="MPI-IO job's ranks")
-    p.add_argument("--namespace", default=d.namespace, help="data stream namespace (lab)")
-    p.add_argument("--port", type=int, default=d.port, help="embedded server's port if free")
+    p.add_argument("--dir", type=Path, default=d.lab_dir, help="lab directory (%(default)s)")
+    p.add_argument("--luns", type=int, default=d.luns, help="LUNs (%(default)s)")
+    p.add_argument("--slow", type=int, default=d.slow, help="the LUN slowed, 1-based (%(default)s)")
+    p.add_argument(
+        "--delay-ms", type=float, default=d.delay_ms, help="its delay per I/O, ms (%(default)s)"
+    )
+    p.add_argument(
+        "--onset", type=float, default=d.onset_s, help="fault on after S s (warm-up) (%(default)s)"
+    )
+    p.add_argument(
+        "--duration", type=float, default=d.duration_s, help="fault lasts S s (%(default)s)"
+    )
+    p.add_argument(
+        "--recovery", type=float, default=d.recovery_s, help="healthy S s after it (%(default)s)"
+    )
+    p.add_argument(
+        "--segment", type=int, default=d.segment_s, help="fio segment length, s (%(default)s)"
+    )
+    p.add_argument(
+        "--rate-iops", type=int, default=d.rate_iops, help="fio's rate per LUN (%(default)s)"
+    )
+    p.add_argument(
+        "--sla-ms", type=float, default=d.sla_ms, help="fio SLA: p95 under this (%(default)s)"
+    )
+    p.add_argument(
+        "--mpi-ranks", type=int, default=d.mpi_ranks, help="MPI-IO job's ranks (%(default)s)"
+    )
+    p.add_argument("--namespace", default=d.namespace, help="data stream namespace (%(default)s)")
+    p.add_argument(
+        "--port", type=int, default=d.port, help="embedded server's port if free (%(default)s)"
+    )
     p.add_argument("--darshan-tarball", type=Path, help="Darshan 3.4.7 source (else download)")
     p.add_argument("--json", action="store_true", help="print the incident documents as indexed")
 

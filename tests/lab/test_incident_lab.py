@@ -1,7 +1,8 @@
 """The incident lab, live: real LUNs, real fio, sadc, MPI-IO and Darshan, one LUN slowed.
 
-One short lab runs for the module (about five minutes: 80 s warm-up, 100 s fault on LUN 5,
-60 s recovery), then every assertion reads what ``iolens run`` indexed. It needs root,
+One short lab runs for the module (about six minutes: 150 s warm-up, as the thresholds are
+trained on it and a shorter one trains them low; 100 s fault on LUN 5, 25 ms per I/O; 60 s
+recovery), then every assertion reads what ``iolens run`` indexed. It needs root,
 /dev/fuse, loop devices and the Debian packages ``make test`` installs; where one is missing
 the test is skipped with that reason.
 """
@@ -53,7 +54,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LabResult, E
         lab_dir=root,
         slow=SLOW,
         delay_ms=25.0,
-        onset_s=80.0,
+        onset_s=150.0,
         duration_s=100.0,
         recovery_s=60.0,
         port=free_port(),
