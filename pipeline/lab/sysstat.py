@@ -72,7 +72,7 @@ class SadcRecorder:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             self._proc.wait(timeout=10)
-        self.poll()
+        self.poll(final=True)
 
     def _follow(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -81,8 +81,9 @@ class SadcRecorder:
             except (OSError, subprocess.SubprocessError) as err:
                 log.warning("following %s: %s", self.sa_file, err)
 
-    def poll(self) -> int:
-        """Append the records written since the last poll; returns rows appended."""
+    def poll(self, final: bool = False) -> int:
+        """Append the records written since the last poll; returns rows appended. ``final``
+        (sadc has stopped): the newest record is complete too."""
         if not self.sa_file.exists():
             return 0
         # the whole file each time (a lab's is small): sadf's -s is a time of day, which
@@ -94,7 +95,7 @@ class SadcRecorder:
         if out.returncode != 0:
             log.debug("sadf on %s: %s", self.sa_file, out.stderr.strip())
             return 0
-        header, new, last = _new_rows(out.stdout, self.last_s)
+        header, new, last = _new_rows(out.stdout, self.last_s, final)
         if not new:
             return 0
         with open(self.csv_path, "a", encoding="utf-8") as f:
@@ -106,10 +107,11 @@ class SadcRecorder:
         return len(new)
 
 
-def _new_rows(text: str, after_s: int) -> tuple[str, list[str], int]:
+def _new_rows(text: str, after_s: int, final: bool = False) -> tuple[str, list[str], int]:
     """``(header, rows with a timestamp after after_s, newest timestamp)`` of sadf -d text
     (``host;interval;timestamp;DEV;...``); a record is taken only once all its devices'
-    rows are there, i.e. when a newer record follows (the newest may be half written)."""
+    rows are there, i.e. when a newer record follows (the newest may be half written), or
+    when ``final`` (sadc has stopped)."""
     header = ""
     by_time: dict[int, list[str]] = {}
     for line in text.splitlines():
@@ -122,6 +124,6 @@ def _new_rows(text: str, after_s: int) -> tuple[str, list[str], int]:
         t = int(fields[2])
         if t > after_s:
             by_time.setdefault(t, []).append(line)
-    times = sorted(by_time)[:-1]
+    times = sorted(by_time) if final else sorted(by_time)[:-1]
     rows = [r for t in times for r in by_time[t]]
     return header, rows, (times[-1] if times else after_s)

@@ -256,7 +256,11 @@ def test_server_side_evidence_names_the_slow_ost(
         "@timestamp": "2017-06-20T17:55:00.000Z",
         "host": {"name": "oss4"},
         "system": {"diskio": {"name": "sdc"}},
-        "iolens": {"anomalous": True, "peer": {"lun": "oss4/sdc"}},
+        # a window that ended during the job: 17:55:00 to 17:59:45 (the job ran 17:49:38-18:02:38)
+        "iolens": {
+            "anomalous": True,
+            "peer": {"lun": "oss4/sdc", "window": {"start_s": 1497981300, "end_s": 1497981585}},
+        },
     }
     body: list[dict[str, Any]] = []
     for d in docs:

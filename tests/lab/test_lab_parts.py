@@ -133,6 +133,7 @@ def test_the_follower_ships_only_complete_records() -> None:
         101,
     )
     assert _new_rows(text, 101)[1:] == ([], 101)
+    assert _new_rows(text, 101, final=True)[1:] == (["vm;1;102;loop0;5.00"], 102)  # sadc stopped
 
 
 def test_teardown_of_nothing_is_harmless(tmp_path: Path) -> None:
