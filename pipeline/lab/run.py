@@ -23,7 +23,6 @@ import logging
 import math
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from pipeline.lab.params import (
     lab_config,
     mpi_iterations,
 )
+from pipeline.lab.procs import stop_leftovers, stop_process
 from pipeline.lab.storage import LabError, Storage
 from pipeline.lab.sysstat import SadcRecorder
 from pipeline.lab.workload import LabJob, Running
@@ -145,7 +145,7 @@ class Lab:
         finally:
             if self.iolens is not None:
                 proc, self.iolens = self.iolens, None
-                _stop_process(proc, 90)
+                stop_process(proc, 90)
 
     def _remember(self, pid: int | None) -> None:
         """Note a process the lab started, so a run after a crash of this one stops it."""
@@ -372,36 +372,3 @@ class Lab:
         if not all(i["iolens"]["incident"]["status"] == "closed" for i in found):
             return False
         return bool(found) or self.p.delay_ms == 0 or self.clock() > r.end_s + 60
-
-
-LEFTOVERS = (b"fio", b"mpiexec", b"mpiio_writer", b"pipeline.cli.main", b"sadc")
-"""Programs a crashed lab may have left running (matched in ``/proc/<pid>/cmdline``)."""
-
-
-def stop_leftovers(pids_file: Path) -> None:
-    """Stop the processes a previous lab started and left running (it crashed, or was
-    killed), those still running one of :data:`LEFTOVERS`; then forget them."""
-    try:
-        pids = [int(x) for x in pids_file.read_text(encoding="utf-8").split()]
-    except (OSError, ValueError):
-        pids = []
-    for pid in pids:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if any(name in cmdline for name in LEFTOVERS):
-            log.warning("stopping process %s left by an earlier lab", pid)
-            storage.stop_pid(pid)
-    pids_file.unlink(missing_ok=True)
-
-
-def _stop_process(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
-    """SIGTERM (``iolens run`` delivers what it read and exits), then SIGKILL."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -23,7 +23,7 @@ open) shaded on every row. Plain searches, one per stream.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,8 +32,9 @@ import pandas as pd  # type: ignore[import-untyped]
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-Fetch = Callable[[str, Sequence[str], Sequence[str]], list[Mapping[str, Any]]]
-"""``(data stream, fields, sort fields) -> _source`` in range, as ``pipeline.report.html.Fetch``."""
+from pipeline.report.incident_streams import Fetch, Streams, fetch_streams
+
+__all__ = ["Fetch", "Streams", "fetch_streams"]
 
 MAX_INCIDENTS = 5
 """Incidents drawn, the latest (by start) first."""
@@ -151,93 +152,6 @@ def latest_incidents(
             latest[inc.id] = inc
     ordered = sorted(latest.values(), key=lambda i: (i.start, i.id), reverse=True)
     return ordered[:limit]
-
-
-# -- the streams around the incidents ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Streams:
-    """The streams of the report's range as tables, one row per document, times UTC: ``fio``
-    (job scope, ``mixed``, each interval's latest revision): ``time, match`` (``host/prefix.job``
-    as incidents name fio jobs), ``name`` (the same), ``records``, a column per SLA
-    percentile (ns); ``disk``: ``time, name`` (host/device), ``await`` (ms); ``peer``: ``time``
-    (the window's end), ``name`` (LUN), ``group, metric, score`` (0-100); ``darshan``:
-    ``job, exe, start, end``."""
-
-    fio: pd.DataFrame
-    disk: pd.DataFrame
-    peer: pd.DataFrame
-    darshan: pd.DataFrame
-
-
-def _table(
-    fetch: Fetch, stream: str, fields: Mapping[str, str], sort: Sequence[str]
-) -> pd.DataFrame:
-    """The stream's documents as a table: column -> dotted field; dates parsed (UTC)."""
-    docs = fetch(stream, list(fields.values()), sort)
-    df = pd.json_normalize(list(docs)).reindex(columns=list(fields.values()))
-    df.columns = list(fields)
-    for col in ("time", "start", "end"):
-        if col in df:
-            df[col] = pd.to_datetime(df[col], utc=True)
-    return df
-
-
-def _fio(fetch: Fetch, percentiles: Iterable[str]) -> pd.DataFrame:
-    fields = {
-        "time": "@timestamp",
-        "scope": "iolens.scope",
-        "host": "host.name",
-        "prefix": "fio.prefix",
-        "job": "fio.job",
-        "ddir": "fio.ddir",
-        "start": "fio.interval.start_ms",
-        "records": "fio.records",
-        **{p: f"fio.clat_ns.{p}" for p in sorted(set(percentiles))},
-    }
-    sort = ["iolens.scope", "fio.ddir", "host.name", "fio.prefix", "fio.job", "fio.records"]
-    df = _table(fetch, "metrics-fio.latency", fields, sort)
-    df = df[(df["scope"] == "job") & (df["ddir"] == "mixed")]
-    df = df.assign(prefix=df["prefix"].map(lambda p: p if isinstance(p, str) else ""))
-    # each interval's latest revision: the one that merged the most records
-    df = df.sort_values("records").drop_duplicates(["host", "prefix", "job", "start"], keep="last")
-    # as incidents name fio jobs: host/prefix.job (host/job without a prefix)
-    job = df["prefix"].map(lambda p: f"{p}." if p else "") + df["job"].astype(str)
-    match = df["host"].astype(str) + "/" + job
-    return df.assign(match=match, name=match)
-
-
-def fetch_streams(fetch: Fetch, incidents: Sequence[Incident]) -> Streams:
-    """The four streams, each searched once for all ``incidents``."""
-    fio = _fio(fetch, {i.percentile_field for i in incidents})
-    disk = _table(
-        fetch,
-        "metrics-sysstat.diskio",
-        {"time": "@timestamp", "host": "host.name", "dev": "system.diskio.name"}
-        | {"await": "sysstat.disk.await"},
-        ["host.name", "system.diskio.name"],
-    )
-    disk = disk.assign(name=disk["host"].astype(str) + "/" + disk["dev"].astype(str))
-    peer = _table(
-        fetch,
-        "metrics-iolens.peer_anomaly",
-        {"end_s": "iolens.peer.window.end_s", "name": "iolens.peer.lun"}
-        | {"group": "iolens.peer.group", "metric": "iolens.peer.metric"}
-        | {"score": "iolens.record_score"},
-        ["iolens.peer.lun", "iolens.peer.metric"],
-    )
-    # a window's score is drawn at its end, when it is known (its start may be healthy)
-    peer = peer.assign(time=pd.to_datetime(peer["end_s"], unit="s", utc=True))
-    darshan = _table(
-        fetch,
-        "logs-darshan.job",
-        {"job": "darshan.job.id", "exe": "darshan.job.exe"}
-        | {"start": "darshan.job.start", "end": "darshan.job.end"},
-        ["darshan.log.id"],
-    )
-    darshan["job"] = darshan["job"].astype(str)
-    return Streams(fio, disk, peer, darshan)
 
 
 # -- one figure per incident -------------------------------------------------------------------
@@ -415,5 +329,5 @@ def incident_panels(fetch: Fetch, limit: int = MAX_INCIDENTS) -> list[IncidentPa
     incidents = latest_incidents(docs, limit)
     if not incidents:
         return []
-    streams = fetch_streams(fetch, incidents)
+    streams = fetch_streams(fetch, {i.percentile_field for i in incidents})
     return [IncidentPanel(i, header_html(i), incident_figure(i, streams)) for i in incidents]
