@@ -9,8 +9,6 @@ the test is skipped with that reason.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -30,25 +28,12 @@ NS = "labtest"
 SLOW = 5
 
 
-def _missing() -> str | None:
-    if os.geteuid() != 0:
-        return "the lab needs root (loop devices, mounts)"
-    for dev in ("/dev/fuse", "/dev/loop-control"):
-        if not Path(dev).exists():
-            return f"{dev} is missing on this machine"
-    for tool in ("fio", "sadf", "mpiexec", "mpicc", "losetup", "mkfs.ext4"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (make test installs it as root)"
-    if not TARBALL.exists():
-        return f"{TARBALL} (Darshan's source) is missing"
-    return None
-
-
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LabResult, Elasticsearch]]:
-    why = _missing()
-    if why:
-        pytest.skip(why)
+def lab(
+    lab_host: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LabResult, Elasticsearch]]:
+    if not TARBALL.exists():
+        pytest.skip(f"{TARBALL} (Darshan's source) is missing")
     root = tmp_path_factory.mktemp("lab")
     params = LabParams(
         lab_dir=root,

@@ -13,21 +13,7 @@ import pytest
 
 from pipeline.lab import storage
 
-
-def _missing() -> str | None:
-    if os.geteuid() != 0:
-        return "the lab's storage needs root (loop devices, mounts)"
-    for dev in ("/dev/fuse", "/dev/loop-control"):
-        if not Path(dev).exists():
-            return f"{dev} is missing on this machine"
-    try:
-        storage.check_host()
-    except storage.LabError as err:
-        return str(err)
-    return None
-
-
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+pytestmark = pytest.mark.usefixtures("lab_host")
 
 
 def mounted_below(root: Path) -> list[str]:
