@@ -55,6 +55,9 @@ DARSHAN_VERSION = "3.4.7"
 DARSHAN_URL = f"https://web.cels.anl.gov/projects/darshan/releases/darshan-{DARSHAN_VERSION}.tar.gz"
 """The official release tarball, downloaded when no local tarball is given."""
 
+DOWNLOAD_TIMEOUT_S = 60.0
+"""How long the download may wait for the server at a time (s): a dead network fails, not hangs."""
+
 TARBALL_ENV = "IOLENS_DARSHAN_TARBALL"
 """Environment variable naming a local Darshan source tarball (used instead of downloading)."""
 
@@ -232,7 +235,11 @@ def _download(url: str, target: Path) -> Path:
     partial = target.with_name(f"{target.name}.part")
     log.info("downloading %s", url)
     try:
-        urllib.request.urlretrieve(url, partial)
+        with (
+            urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as resp,
+            open(partial, "wb") as f,
+        ):
+            shutil.copyfileobj(resp, f)
     except OSError as exc:
         raise ConfigError(
             f"cannot download Darshan from {url}: {exc}; download it by hand and set "

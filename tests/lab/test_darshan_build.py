@@ -251,3 +251,17 @@ def test_mpi_writer_under_darshan_leaves_one_exact_log(tmp_path: Path) -> None:
         str(dirs[r % 2] / f"mpiio.{r}.dat"): (r, ITERATIONS * BLOCK_KIB * 1024)
         for r in range(RANKS)
     }
+
+
+def test_the_download_fetches_the_release_or_names_the_way_around(tmp_path: Path) -> None:
+    """The download path (here from a ``file://`` URL: this machine has no internet) copies the
+    tarball whole; a failing one says how to do without it."""
+    from pipeline.lab.darshan_build import TARBALL_ENV, _download
+
+    source = tmp_path / "release.tar.gz"
+    source.write_bytes(b"\x1f\x8b" + bytes(range(256)) * 40)
+    got = _download(source.as_uri(), tmp_path / "downloads" / "darshan-3.4.7.tar.gz")
+    assert got.read_bytes() == source.read_bytes()
+    assert not got.with_name(got.name + ".part").exists()
+    with pytest.raises(ConfigError, match=f"cannot download Darshan from .*set {TARBALL_ENV}"):
+        _download((tmp_path / "missing.tar.gz").as_uri(), tmp_path / "other" / "d.tar.gz")
