@@ -113,13 +113,7 @@ class Lab:
         self.recorder: SadcRecorder | None = None
         cfg = self.root / "iolens.yaml"
         try:
-            url = self._cluster()
-            cfg.write_text(yaml.safe_dump(lab_config(self.p, self.root, st, self.host)))
-            self.iolens = self._start_iolens(cfg, url)
-            devices = [lun.kernel_name for lun in st.luns]
-            self.recorder = SadcRecorder(self.root / "sa", self.drops / "sadf" / "lab.csv", devices)
-            self.recorder.start()
-            self._remember(self.recorder.pid)
+            url = self._start_pipeline(st, cfg)
             result = self._timeline(st, lib, writer, url, cfg)
             self._wind_down()
             self._final_pass(cfg, url)
@@ -133,6 +127,18 @@ class Lab:
         result.incidents = incidents(self.client, self.p.namespace, result.t0_s)
         result.lags = self.observer.lags()
         return result
+
+    def _start_pipeline(self, st: Storage, cfg: Path) -> str:
+        """The cluster, ``iolens run`` on the lab's configuration (written to ``cfg``) and the
+        sadc recorder of the LUNs; the cluster's URL."""
+        url = self._cluster()
+        cfg.write_text(yaml.safe_dump(lab_config(self.p, self.root, st, self.host)))
+        self.iolens = self._start_iolens(cfg, url)
+        devices = [lun.kernel_name for lun in st.luns]
+        self.recorder = SadcRecorder(self.root / "sa", self.drops / "sadf" / "lab.csv", devices)
+        self.recorder.start()
+        self._remember(self.recorder.pid)
+        return url
 
     def _wind_down(self) -> None:
         """Stop the jobs, the recorder (its last samples shipped) and ``iolens run``, each
@@ -291,27 +297,46 @@ class Lab:
         mounts = {lun.index: lun.mount_point or "" for lun in st.luns}
         result = LabResult(p, self.host, url, t0, onset, fault_end, end, devices, mounts, self.jobs)
         self.observer = self._observer(result)
-        fault = (
-            f"lun{p.slow} ({devices[p.slow]}) slowed by {p.delay_ms:g} ms per I/O from "
-            f"+{p.onset_s:g} s to +{p.onset_s + p.duration_s:g} s"
-            if p.delay_ms > 0
-            else "no fault (--delay-ms 0)"
-        )
-        self.say(
-            f"workload: fio on {p.luns} LUNs in {segments} segments of {p.segment_s} s; "
-            f"{fault}; healthy load until +{end - t0:g} s"
-        )
-        steps = [  # the fault first: training (a few seconds) must not delay the onset
+        self._announce(result, segments)
+        # the fault first: training (a few seconds) must not delay the onset
+        steps: list[tuple[float, Callable[[], None]]] = [
             (t0 + p.onset_s / 2, lambda: self._mpi_job(st, lib, writer, "mpiio-warmup")),
             (onset, lambda: self._fault(st, True)),
             (onset, lambda: self._train(cfg, onset)),
             (onset + 5, lambda: self._mpi_job(st, lib, writer)),
             (fault_end, lambda: self._fault(st, False)),
         ]
-        k = 0
-        next_poll = onset
-        settled = False
-        deadline = end + p.settle_timeout_s
+        if not self._drive(result, steps, segments, st, lib):
+            self.say(f"the pipeline did not settle within {p.settle_timeout_s:g} s of the end")
+        return result
+
+    def _announce(self, r: LabResult, segments: int) -> None:
+        """Say what the workload will be: LUNs, segments, the fault and the end."""
+        p = self.p
+        fault = (
+            f"lun{p.slow} ({r.devices[p.slow]}) slowed by {p.delay_ms:g} ms per I/O from "
+            f"+{p.onset_s:g} s to +{p.onset_s + p.duration_s:g} s"
+            if p.delay_ms > 0
+            else "no fault (--delay-ms 0)"
+        )
+        self.say(
+            f"workload: fio on {p.luns} LUNs in {segments} segments of {p.segment_s} s; "
+            f"{fault}; healthy load until +{r.end_s - r.t0_s:g} s"
+        )
+
+    def _drive(
+        self,
+        r: LabResult,
+        steps: list[tuple[float, Callable[[], None]]],
+        segments: int,
+        st: Storage,
+        lib: Path,
+    ) -> bool:
+        """Start the fio segments and the timed ``steps`` when due, reap ended jobs and watch
+        the pipeline until it settles (or the deadline passes); whether it settled."""
+        p = self.p
+        k, next_poll, settled = 0, r.onset_s, False
+        deadline = r.end_s + p.settle_timeout_s
         while True:
             now = self.clock()
             more = k < segments or (not settled and now < deadline)
@@ -321,7 +346,7 @@ class Lab:
                 self.say("jobs still running long after the end are stopped")
                 self._kill_running()
                 break
-            if more and now >= t0 + k * p.segment_s:
+            if more and now >= r.t0_s + k * p.segment_s:
                 if k == segments:
                     self.say("the load goes on until the pipeline has caught up")
                 self._segment(k, st, lib)
@@ -331,12 +356,10 @@ class Lab:
             self._reap()
             if now >= next_poll:
                 self.observer.poll(now)
-                settled = settled or (now >= end and self._settled(result))
+                settled = settled or (now >= r.end_s and self._settled(r))
                 next_poll = now + 2
             self.sleep(0.2)
-        if not settled:
-            self.say(f"the pipeline did not settle within {p.settle_timeout_s:g} s of the end")
-        return result
+        return settled
 
     def _fault(self, st: Storage, on: bool) -> None:
         if self.p.delay_ms <= 0:
