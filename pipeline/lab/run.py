@@ -44,7 +44,7 @@ from pipeline.lab.params import (
     lab_config,
     mpi_iterations,
 )
-from pipeline.lab.procs import stop_leftovers, stop_process
+from pipeline.lab.procs import remember, stop_all, stop_leftovers, stop_process
 from pipeline.lab.storage import LabError, Storage
 from pipeline.lab.sysstat import SadcRecorder
 from pipeline.lab.workload import LabJob, Running
@@ -122,6 +122,10 @@ class Lab:
                 self._wind_down()
             finally:
                 storage.teardown(self.root / "storage")
+        return self._conclude(result)
+
+    def _conclude(self, result: LabResult) -> LabResult:
+        """``result`` with the incidents as indexed and each stream's lag."""
         from pipeline.lab.observe import incidents
 
         result.incidents = incidents(self.client, self.p.namespace, result.t0_s)
@@ -155,11 +159,7 @@ class Lab:
 
     def _remember(self, pid: int | None) -> None:
         """Note a process the lab started, so a run after a crash of this one stops it."""
-        if pid is None:
-            return
-        path = self.root / "pids"
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(f"{pid}\n")
+        remember(self.root / "pids", pid)
 
     def _final_pass(self, cfg: Path, url: str) -> None:
         """``iolens run --once`` over the drops: what ``iolens run`` had not finished when it
@@ -264,14 +264,7 @@ class Lab:
             workload.record_job(self.drops / "slurm" / "sacct.txt", r.job)
 
     def _kill_running(self) -> None:
-        for r in self.running:
-            if r.proc.poll() is None:
-                r.proc.terminate()
-        for r in self.running:
-            try:
-                r.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                r.proc.kill()
+        stop_all([r.proc for r in self.running], 15)
         self.running.clear()
 
     def _train(self, cfg: Path, until_s: float) -> None:
