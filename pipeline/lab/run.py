@@ -52,6 +52,9 @@ from pipeline.sink.search import ClusterUnavailable
 
 log = logging.getLogger(__name__)
 
+Step = tuple[float, Callable[[], None]]
+"""A timed step of the timeline: ``(Unix s, what to do then)``."""
+
 
 def _check_tools(which: Callable[[str], str | None] = shutil.which) -> None:
     for tool, package in (
@@ -292,7 +295,7 @@ class Lab:
         self.observer = self._observer(result)
         self._announce(result, segments)
         # the fault first: training (a few seconds) must not delay the onset
-        steps: list[tuple[float, Callable[[], None]]] = [
+        steps: list[Step] = [
             (t0 + p.onset_s / 2, lambda: self._mpi_job(st, lib, writer, "mpiio-warmup")),
             (onset, lambda: self._fault(st, True)),
             (onset, lambda: self._train(cfg, onset)),
@@ -318,12 +321,7 @@ class Lab:
         )
 
     def _drive(
-        self,
-        r: LabResult,
-        steps: list[tuple[float, Callable[[], None]]],
-        segments: int,
-        st: Storage,
-        lib: Path,
+        self, r: LabResult, steps: list[Step], segments: int, st: Storage, lib: Path
     ) -> bool:
         """Start the fio segments and the timed ``steps`` when due, reap ended jobs and watch
         the pipeline until it settles (or the deadline passes); whether it settled."""
@@ -335,9 +333,8 @@ class Lab:
             more = k < segments or (not settled and now < deadline)
             if not (more or self.running or steps):
                 break
-            if now > deadline + 2 * p.segment_s:  # a job that hangs (D state on FUSE)
-                self.say("jobs still running long after the end are stopped")
-                self._kill_running()
+            if now > deadline + 2 * p.segment_s:
+                self._stop_hung()
                 break
             if more and now >= r.t0_s + k * p.segment_s:
                 if k == segments:
@@ -353,6 +350,11 @@ class Lab:
                 next_poll = now + 2
             self.sleep(0.2)
         return settled
+
+    def _stop_hung(self) -> None:
+        """Stop the jobs still running long after the end (a job that hangs: D state on FUSE)."""
+        self.say("jobs still running long after the end are stopped")
+        self._kill_running()
 
     def _fault(self, st: Storage, on: bool) -> None:
         if self.p.delay_ms <= 0:
