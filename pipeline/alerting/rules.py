@@ -142,12 +142,14 @@ def _check(raw: Any, path: Path) -> RuleFile:
     """``raw`` (a parsed file) as a :class:`RuleFile`.
 
     Raises:
-        ConfigError: a key is missing, the rule type is not one of :data:`RULE_TYPES`, or
-            ``for_each`` names something other than ``alerts.sla``.
+        ConfigError: a key is missing, the action names no group, the rule type is not one of
+            :data:`RULE_TYPES`, or ``for_each`` names something other than ``alerts.sla``.
     """
     if not isinstance(raw, dict) or not {"id", "action", "rule"} <= raw.keys():
         raise ConfigError(f"{path}: a rule file holds an object with id, action and rule")
     rule, act = raw["rule"], raw["action"]
+    if not isinstance(act, dict) or not isinstance(act.get("group"), str):
+        raise ConfigError(f'{path}: action must name its group, e.g. "threshold met"')
     missing = [k for k in RULE_KEYS if k not in rule]
     if missing:
         raise ConfigError(f"{path}: rule lacks {', '.join(missing)}; add them")
