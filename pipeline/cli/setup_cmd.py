@@ -17,9 +17,10 @@ from collections.abc import Callable
 
 from elastic_transport import ApiError, TransportError
 
-from pipeline.alerting import WATCHER_LICENCES, Kibana, KibanaError, install_alerting, watches
+from pipeline.alerting import WATCHER_LICENCES, install_alerting, watches
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.kibana import build
+from pipeline.kibana_client import Kibana, KibanaError
 from pipeline.settings import Settings
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client

@@ -6,6 +6,14 @@ release 3.4.7 from its source tarball into a per-user cache (outside the work tr
 afterwards. :func:`ensure_mpi_writer` compiles ``mpiio_writer.c`` (package data beside this
 module), the lab's multi-process MPI-IO job, into the same cache.
 
+The runtime is built as Darshan's install guide says: ``darshan-runtime/`` configured with
+``--with-log-path-by-env=DARSHAN_LOG_DIR_PATH --with-jobid-env=NONE CC=mpicc``, so the log
+directory comes from the environment at run time and the job id is the process id unless
+``DARSHAN_JOBID`` names a variable holding it, e.g. ``DARSHAN_JOBID=SLURM_JOB_ID``. A cold build
+takes 30-50 s on 2 cores (measured on a 2-core VM, three runs: ``prepare.sh`` 9-10 s,
+``configure`` 5-7 s, ``make -j2`` 16-30 s, ``make install`` <1 s, extraction ~1 s); a cache hit
+takes milliseconds.
+
 Both need an MPI compiler wrapper (``mpicc``); the Darshan build also needs the autotools and
 zlib headers. On Debian/Ubuntu: ``apt-get install mpich libmpich-dev autoconf automake libtool
 zlib1g-dev``.
@@ -99,23 +107,12 @@ def ensure_libdarshan(
 
     A build completed earlier (its stamp file present and the library still installed) is reused
     without running anything. Otherwise the source is taken from ``tarball``, else from the file
-    named by ``$IOLENS_DARSHAN_TARBALL``, else downloaded from ``url``; it is extracted and built
-    as Darshan's install guide says (``darshan-runtime/`` configured with
-    ``--with-log-path-by-env=DARSHAN_LOG_DIR_PATH --with-jobid-env=NONE CC=mpicc``, so the log
-    directory comes from the environment at run time and the job id is the process id unless
-    ``DARSHAN_JOBID`` names a variable holding it, e.g. ``DARSHAN_JOBID=SLURM_JOB_ID``).
-    The stamp is written only after ``make install`` succeeded, so an interrupted build is redone.
-    Concurrent callers on one cache directory wait for each other (``flock``).
-
-    A cold build takes 30-50 s on 2 cores (measured on a 2-core VM, three runs: ``prepare.sh``
-    9-10 s, ``configure`` 5-7 s, ``make -j2`` 16-30 s, ``make install`` <1 s, extraction ~1 s);
-    a cache hit takes milliseconds.
+    named by ``$IOLENS_DARSHAN_TARBALL``, else downloaded from ``url``, and built (see the module
+    docstring). Concurrent callers on one cache directory wait for each other (``flock``).
 
     Args:
-        cache_dir: Where to build and install (created if missing); keep it outside the work
-            tree, e.g. :func:`default_cache_dir`.
-        tarball: A local ``darshan-3.4.7.tar.gz``; ``None`` to use ``$IOLENS_DARSHAN_TARBALL``
-            or the download.
+        cache_dir: Where to build and install (created if missing), outside the work tree.
+        tarball: A local ``darshan-3.4.7.tar.gz``; ``None``: ``$IOLENS_DARSHAN_TARBALL`` or ``url``.
         url: Where to download the release tarball from when no local one is given.
         run: ``subprocess.run`` or a test double; called with a command list and keyword
             arguments ``cwd``, ``stdout``, ``stderr``, ``text``, ``check``.
@@ -129,26 +126,42 @@ def ensure_libdarshan(
             tail of its output and the packages to install).
     """
     cache_dir = cache_dir.resolve()
-    prefix = cache_dir / f"darshan-{DARSHAN_VERSION}"
-    stamp = cache_dir / f"darshan-{DARSHAN_VERSION}.complete"
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _locked(cache_dir / f"darshan-{DARSHAN_VERSION}.lock"):
-        cached = _installed_library(prefix) if stamp.exists() else None
+        cached = _cached_library(cache_dir)
         if cached is not None:
             log.debug("reusing cached Darshan runtime %s", cached)
             return cached
-        source = _resolve_tarball(cache_dir, tarball, url)
-        started = time.monotonic()
-        _build(source, cache_dir, prefix, run)
-        library = _installed_library(prefix)
-        if library is None:
-            raise ConfigError(
-                f"Darshan build finished but no libdarshan.so under {prefix}/lib*; "
-                f"remove {prefix} and retry"
-            )
-        stamp.write_text(f"{library}\n", encoding="utf-8")
-        log.info("built %s in %.0f s", library, time.monotonic() - started)
-        return library
+        return _build_and_stamp(_resolve_tarball(cache_dir, tarball, url), cache_dir, run)
+
+
+def _cached_library(cache_dir: Path) -> Path | None:
+    """The library of a completed earlier build (stamp present, library still installed)."""
+    if not (cache_dir / f"darshan-{DARSHAN_VERSION}.complete").exists():
+        return None
+    return _installed_library(cache_dir / f"darshan-{DARSHAN_VERSION}")
+
+
+def _build_and_stamp(source: Path, cache_dir: Path, run: Run) -> Path:
+    """Build the runtime from ``source`` into the cache and write the stamp; the library.
+
+    The stamp is written only after ``make install`` succeeded, so an interrupted build is redone.
+
+    Raises:
+        ConfigError: a build step fails, or no ``libdarshan.so`` was installed.
+    """
+    prefix = cache_dir / f"darshan-{DARSHAN_VERSION}"
+    started = time.monotonic()
+    _build(source, cache_dir, prefix, run)
+    library = _installed_library(prefix)
+    if library is None:
+        raise ConfigError(
+            f"Darshan build finished but no libdarshan.so under {prefix}/lib*; "
+            f"remove {prefix} and retry"
+        )
+    (cache_dir / f"darshan-{DARSHAN_VERSION}.complete").write_text(f"{library}\n", encoding="utf-8")
+    log.info("built %s in %.0f s", library, time.monotonic() - started)
+    return library
 
 
 def ensure_mpi_writer(cache_dir: Path, run: Run = subprocess.run) -> Path:
@@ -177,9 +190,18 @@ def ensure_mpi_writer(cache_dir: Path, run: Run = subprocess.run) -> Path:
         return exe
     _require_mpicc(_APT_MPI)
     cache_dir.mkdir(parents=True, exist_ok=True)
+    return _compile_writer(exe, run)
+
+
+def _compile_writer(exe: Path, run: Run) -> Path:
+    """Compile the writer to a temporary name in ``exe``'s directory, then rename it to ``exe``.
+
+    Raises:
+        ConfigError: the compile fails.
+    """
     partial = exe.with_name(f"{exe.name}.{os.getpid()}.partial")
     command = ["mpicc", "-O2", "-o", str(partial), str(WRITER_SOURCE)]
-    _run_step("compile mpiio_writer", command, cache_dir, run, _APT_MPI)
+    _run_step("compile mpiio_writer", command, exe.parent, run, _APT_MPI)
     os.replace(partial, exe)
     log.info("compiled %s", exe)
     return exe
@@ -251,6 +273,8 @@ def _download(url: str, target: Path) -> Path:
 
 def _build(tarball: Path, cache_dir: Path, prefix: Path, run: Run) -> None:
     """Extract ``tarball`` and build/install the Darshan runtime into ``prefix``.
+
+    How, and how long it takes: the module docstring.
 
     Raises:
         ConfigError: ``mpicc`` missing, a bad tarball, or a failing build step.

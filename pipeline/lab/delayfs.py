@@ -96,56 +96,69 @@ class Delays:
             log.warning("%s: %s; keeping the delays read before", self.path, err)
 
 
-def operations(root: str, delays: Delays) -> Any:
-    """The fusepy ``Operations`` of a delaying pass-through of ``root``."""
-    from fuse import FuseOSError, Operations  # fusepy; only the lab needs it
+class PassThrough:
+    """The file operations of a delaying pass-through of ``root``, under fusepy's
+    ``Operations`` names and signatures: every read and write first sleeps the delay
+    ``delays`` has for the file's name. :func:`operations` mixes it with ``Operations``
+    (which answers the operations not named here)."""
 
-    def real(path: str) -> str:
-        return os.path.join(root, path.lstrip("/"))
+    def __init__(self, root: str, delays: Delays) -> None:
+        self._root = root
+        self._delays = delays
 
-    def pause(path: str) -> None:
-        s = delays.of(os.path.basename(path))
+    def _real(self, path: str) -> str:
+        return os.path.join(self._root, path.lstrip("/"))
+
+    def _pause(self, path: str) -> None:
+        s = self._delays.of(os.path.basename(path))
         if s > 0:
             time.sleep(s)
 
-    class DelayFS(Operations):  # type: ignore[misc]
-        def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
-            try:
-                st = os.lstat(real(path))
-            except OSError as err:
-                raise FuseOSError(err.errno) from None
-            keys = ("st_mode", "st_nlink", "st_size", "st_uid", "st_gid")
-            times = ("st_atime", "st_mtime", "st_ctime")
-            return {k: getattr(st, k) for k in (*keys, *times)}
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+        from fuse import FuseOSError  # fusepy; only the lab needs it
 
-        def readdir(self, path: str, fh: int) -> list[str]:
-            return [".", "..", *os.listdir(real(path))]
+        try:
+            st = os.lstat(self._real(path))
+        except OSError as err:
+            raise FuseOSError(err.errno) from None
+        keys = ("st_mode", "st_nlink", "st_size", "st_uid", "st_gid")
+        times = ("st_atime", "st_mtime", "st_ctime")
+        return {k: getattr(st, k) for k in (*keys, *times)}
 
-        def open(self, path: str, flags: int) -> int:
-            return os.open(real(path), flags & ~getattr(os, "O_DIRECT", 0))
+    def readdir(self, path: str, fh: int) -> list[str]:
+        return [".", "..", *os.listdir(self._real(path))]
 
-        def release(self, path: str, fh: int) -> int:
-            os.close(fh)
-            return 0
+    def open(self, path: str, flags: int) -> int:
+        return os.open(self._real(path), flags & ~getattr(os, "O_DIRECT", 0))
 
-        def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
-            pause(path)
-            return os.pread(fh, size, offset)
+    def release(self, path: str, fh: int) -> int:
+        os.close(fh)
+        return 0
 
-        def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-            pause(path)
-            return os.pwrite(fh, data, offset)
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        self._pause(path)
+        return os.pread(fh, size, offset)
 
-        def truncate(self, path: str, length: int, fh: int | None = None) -> None:
-            os.truncate(real(path), length)
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        self._pause(path)
+        return os.pwrite(fh, data, offset)
 
-        def flush(self, path: str, fh: int) -> int:
-            return 0
+    def truncate(self, path: str, length: int, fh: int | None = None) -> None:
+        os.truncate(self._real(path), length)
 
-        def fsync(self, path: str, datasync: int, fh: int) -> int:
-            return 0
+    def flush(self, path: str, fh: int) -> int:
+        return 0
 
-    return DelayFS()
+    def fsync(self, path: str, datasync: int, fh: int) -> int:
+        return 0
+
+
+def operations(root: str, delays: Delays) -> Any:
+    """The fusepy ``Operations`` of a delaying pass-through of ``root`` (:class:`PassThrough`;
+    the class is named ``DelayFS``, the file system's name in the mount table)."""
+    from fuse import Operations  # fusepy; only the lab needs it
+
+    return type("DelayFS", (PassThrough, Operations), {})(root, delays)
 
 
 def main(argv: list[str]) -> int:

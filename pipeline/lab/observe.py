@@ -55,57 +55,58 @@ class Observer:
 
     def queries(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Stream -> (data stream, query) of the first sign of the fault."""
-        host, prefix, job = self.fio_job
-        device = self.lun.split("/", 1)[1]
-        over = self.sla_ms * 1e6
         return {
-            "fio": (
-                "metrics-fio.latency",
-                _all(
-                    self._after(),
-                    {"term": {"iolens.scope": "job"}},
-                    {"term": {"host.name": host}},
-                    {"term": {"fio.prefix": prefix}},
-                    {"term": {"fio.job": job}},
-                    {"range": {"fio.clat_ns.p95": {"gt": over}}},
-                ),
-            ),
-            "sysstat": (
-                "metrics-sysstat.diskio",
-                _all(
-                    self._after(),
-                    {"term": {"system.diskio.name": device}},
-                    {"range": {"sysstat.disk.await": {"gt": self.sla_ms}}},
-                ),
-            ),
-            "peer": (
-                "metrics-iolens.peer_anomaly",
-                _all(
-                    {"range": {"iolens.peer.window.end_s": {"gte": self.since_s}}},
-                    {"term": {"iolens.peer.lun": self.lun}},
-                    {"term": {"iolens.faulty": True}},
-                ),
-            ),
-            "darshan": (
-                "logs-iolens.io_diagnosis",
-                _all(
-                    {"range": {"iolens.io_diagnosis.end": {"gte": int(self.since_s * 1000)}}},
-                    {"term": {"iolens.io_diagnosis.causes.kind": "anomalous_lun"}},
-                    {"term": {"iolens.io_diagnosis.causes.lun": self.lun}},
-                ),
-            ),
-            "incident": (
-                "logs-iolens.incident",
-                _all(
-                    {
-                        "range": {
-                            "iolens.incident.start": {"gte": int(self.since_s * 1000) - 60_000}
-                        }
-                    },
-                    {"term": {"iolens.incident.lun": self.lun}},
-                ),
-            ),
+            "fio": ("metrics-fio.latency", self._fio_query()),
+            "sysstat": ("metrics-sysstat.diskio", self._sysstat_query()),
+            "peer": ("metrics-iolens.peer_anomaly", self._peer_query()),
+            "darshan": ("logs-iolens.io_diagnosis", self._darshan_query()),
+            "incident": ("logs-iolens.incident", self._incident_query()),
         }
+
+    def _fio_query(self) -> dict[str, Any]:
+        """The slow LUN's fio job over the SLA (its job-scope p95 above ``sla_ms``)."""
+        host, prefix, job = self.fio_job
+        return _all(
+            self._after(),
+            {"term": {"iolens.scope": "job"}},
+            {"term": {"host.name": host}},
+            {"term": {"fio.prefix": prefix}},
+            {"term": {"fio.job": job}},
+            {"range": {"fio.clat_ns.p95": {"gt": self.sla_ms * 1e6}}},
+        )
+
+    def _sysstat_query(self) -> dict[str, Any]:
+        """The slow LUN's device with an await above ``sla_ms``."""
+        device = self.lun.split("/", 1)[1]
+        return _all(
+            self._after(),
+            {"term": {"system.diskio.name": device}},
+            {"range": {"sysstat.disk.await": {"gt": self.sla_ms}}},
+        )
+
+    def _peer_query(self) -> dict[str, Any]:
+        """A window after ``since_s`` that marks the slow LUN faulty."""
+        return _all(
+            {"range": {"iolens.peer.window.end_s": {"gte": self.since_s}}},
+            {"term": {"iolens.peer.lun": self.lun}},
+            {"term": {"iolens.faulty": True}},
+        )
+
+    def _darshan_query(self) -> dict[str, Any]:
+        """A job diagnosis that names the slow LUN as anomalous."""
+        return _all(
+            {"range": {"iolens.io_diagnosis.end": {"gte": int(self.since_s * 1000)}}},
+            {"term": {"iolens.io_diagnosis.causes.kind": "anomalous_lun"}},
+            {"term": {"iolens.io_diagnosis.causes.lun": self.lun}},
+        )
+
+    def _incident_query(self) -> dict[str, Any]:
+        """An incident on the slow LUN that started at most a minute before ``since_s``."""
+        start_ms = int(self.since_s * 1000) - 60_000
+        return _all(
+            {"range": {"iolens.incident.start": {"gte": start_ms}}},
+            {"term": {"iolens.incident.lun": self.lun}},
+        )
 
     def poll(self, now_s: float) -> None:
         """Note ``now_s`` for every stream that shows the fault for the first time."""

@@ -93,29 +93,13 @@ def free_port(preferred: int) -> int:
 def lab_config(p: LabParams, root: Path, st: Storage, host: str) -> dict[str, Any]:
     """The ``iolens run`` configuration of a lab: its drops and the parameters that make a
     few minutes enough (1 s sysstat samples, short windows, every job diagnosed)."""
-    drops = root / "drops"
-    luns = {f"{host}:{lun.kernel_name}": "lab" for lun in st.luns}
     return {
         "state_dir": str(root / "state"),
         "elasticsearch": {"namespace": p.namespace},
         "embedded": {"data_dir": str(root / "noida-db")},
-        "drops": [
-            {"type": "fio-hist", "path": str(drops / "fio"), "host": host},
-            {"type": "sadf", "path": str(drops / "sadf")},
-            {"type": "darshan", "path": str(drops / "darshan")},
-            {"type": "slurm", "path": str(drops / "slurm"), "tz": "UTC"},
-        ],
+        "drops": _drops(root / "drops", host),
         "fio": {"interval_ms": p.interval_ms, "settle_s": 3.0},
-        "peer": {
-            "downsample_s": 1.0,
-            "ma_width": 5,
-            "win_size": 30,
-            "win_shift": 10,
-            "k": 3,
-            "groups": luns,
-            "settle_s": 3.0,
-            "ranking_every_s": 60.0,
-        },
+        "peer": _peer(st, host),
         "darshan": {
             "workers": 1,
             "stable_s": 2.0,
@@ -130,6 +114,31 @@ def lab_config(p: LabParams, root: Path, st: Storage, host: str) -> dict[str, An
             "lookback_s": 3600.0,
         },
         "jobs": {"tick_s": 2.0},
+    }
+
+
+def _drops(drops: Path, host: str) -> list[dict[str, str]]:
+    """The lab's four drop directories under ``drops`` (fio logs named by ``host``)."""
+    return [
+        {"type": "fio-hist", "path": str(drops / "fio"), "host": host},
+        {"type": "sadf", "path": str(drops / "sadf")},
+        {"type": "darshan", "path": str(drops / "darshan")},
+        {"type": "slurm", "path": str(drops / "slurm"), "tz": "UTC"},
+    ]
+
+
+def _peer(st: Storage, host: str) -> dict[str, Any]:
+    """The peer comparison of the lab's LUNs, one peer group (``lab``), on 1 s samples with
+    short windows, ranked every minute."""
+    return {
+        "downsample_s": 1.0,
+        "ma_width": 5,
+        "win_size": 30,
+        "win_shift": 10,
+        "k": 3,
+        "groups": {f"{host}:{lun.kernel_name}": "lab" for lun in st.luns},
+        "settle_s": 3.0,
+        "ranking_every_s": 60.0,
     }
 
 

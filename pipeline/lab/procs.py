@@ -1,11 +1,14 @@
-"""Processes of the lab: stopping them, and those a crashed lab left behind."""
+"""Processes of the lab: stopping them, noting them, and stopping those a crashed lab left
+behind."""
 
 from __future__ import annotations
 
 import logging
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pipeline.lab import storage
 
@@ -43,3 +46,25 @@ def stop_process(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def stop_all(procs: Sequence[subprocess.Popen[Any]], timeout_s: float) -> None:
+    """SIGTERM to every process still running, then wait for each, SIGKILL after
+    ``timeout_s``."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def remember(pids_file: Path, pid: int | None) -> None:
+    """Note a process the lab started in ``pids_file``, so a run after a crash of this one
+    stops it (:func:`stop_leftovers`)."""
+    if pid is None:
+        return
+    with open(pids_file, "a", encoding="utf-8") as f:
+        f.write(f"{pid}\n")

@@ -44,13 +44,16 @@ from pipeline.lab.params import (
     lab_config,
     mpi_iterations,
 )
-from pipeline.lab.procs import stop_leftovers, stop_process
+from pipeline.lab.procs import remember, stop_all, stop_leftovers, stop_process
 from pipeline.lab.storage import LabError, Storage
 from pipeline.lab.sysstat import SadcRecorder
 from pipeline.lab.workload import LabJob, Running
 from pipeline.sink.search import ClusterUnavailable
 
 log = logging.getLogger(__name__)
+
+Step = tuple[float, Callable[[], None]]
+"""A timed step of the timeline: ``(Unix s, what to do then)``."""
 
 
 def _check_tools(which: Callable[[str], str | None] = shutil.which) -> None:
@@ -113,13 +116,7 @@ class Lab:
         self.recorder: SadcRecorder | None = None
         cfg = self.root / "iolens.yaml"
         try:
-            url = self._cluster()
-            cfg.write_text(yaml.safe_dump(lab_config(self.p, self.root, st, self.host)))
-            self.iolens = self._start_iolens(cfg, url)
-            devices = [lun.kernel_name for lun in st.luns]
-            self.recorder = SadcRecorder(self.root / "sa", self.drops / "sadf" / "lab.csv", devices)
-            self.recorder.start()
-            self._remember(self.recorder.pid)
+            url = self._start_pipeline(st, cfg)
             result = self._timeline(st, lib, writer, url, cfg)
             self._wind_down()
             self._final_pass(cfg, url)
@@ -128,11 +125,27 @@ class Lab:
                 self._wind_down()
             finally:
                 storage.teardown(self.root / "storage")
+        return self._conclude(result)
+
+    def _conclude(self, result: LabResult) -> LabResult:
+        """``result`` with the incidents as indexed and each stream's lag."""
         from pipeline.lab.observe import incidents
 
         result.incidents = incidents(self.client, self.p.namespace, result.t0_s)
         result.lags = self.observer.lags()
         return result
+
+    def _start_pipeline(self, st: Storage, cfg: Path) -> str:
+        """The cluster, ``iolens run`` on the lab's configuration (written to ``cfg``) and the
+        sadc recorder of the LUNs; the cluster's URL."""
+        url = self._cluster()
+        cfg.write_text(yaml.safe_dump(lab_config(self.p, self.root, st, self.host)))
+        self.iolens = self._start_iolens(cfg, url)
+        devices = [lun.kernel_name for lun in st.luns]
+        self.recorder = SadcRecorder(self.root / "sa", self.drops / "sadf" / "lab.csv", devices)
+        self.recorder.start()
+        self._remember(self.recorder.pid)
+        return url
 
     def _wind_down(self) -> None:
         """Stop the jobs, the recorder (its last samples shipped) and ``iolens run``, each
@@ -149,11 +162,7 @@ class Lab:
 
     def _remember(self, pid: int | None) -> None:
         """Note a process the lab started, so a run after a crash of this one stops it."""
-        if pid is None:
-            return
-        path = self.root / "pids"
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(f"{pid}\n")
+        remember(self.root / "pids", pid)
 
     def _final_pass(self, cfg: Path, url: str) -> None:
         """``iolens run --once`` over the drops: what ``iolens run`` had not finished when it
@@ -258,14 +267,7 @@ class Lab:
             workload.record_job(self.drops / "slurm" / "sacct.txt", r.job)
 
     def _kill_running(self) -> None:
-        for r in self.running:
-            if r.proc.poll() is None:
-                r.proc.terminate()
-        for r in self.running:
-            try:
-                r.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                r.proc.kill()
+        stop_all([r.proc for r in self.running], 15)
         self.running.clear()
 
     def _train(self, cfg: Path, until_s: float) -> None:
@@ -291,37 +293,50 @@ class Lab:
         mounts = {lun.index: lun.mount_point or "" for lun in st.luns}
         result = LabResult(p, self.host, url, t0, onset, fault_end, end, devices, mounts, self.jobs)
         self.observer = self._observer(result)
-        fault = (
-            f"lun{p.slow} ({devices[p.slow]}) slowed by {p.delay_ms:g} ms per I/O from "
-            f"+{p.onset_s:g} s to +{p.onset_s + p.duration_s:g} s"
-            if p.delay_ms > 0
-            else "no fault (--delay-ms 0)"
-        )
-        self.say(
-            f"workload: fio on {p.luns} LUNs in {segments} segments of {p.segment_s} s; "
-            f"{fault}; healthy load until +{end - t0:g} s"
-        )
-        steps = [  # the fault first: training (a few seconds) must not delay the onset
+        self._announce(result, segments)
+        # the fault first: training (a few seconds) must not delay the onset
+        steps: list[Step] = [
             (t0 + p.onset_s / 2, lambda: self._mpi_job(st, lib, writer, "mpiio-warmup")),
             (onset, lambda: self._fault(st, True)),
             (onset, lambda: self._train(cfg, onset)),
             (onset + 5, lambda: self._mpi_job(st, lib, writer)),
             (fault_end, lambda: self._fault(st, False)),
         ]
-        k = 0
-        next_poll = onset
-        settled = False
-        deadline = end + p.settle_timeout_s
+        if not self._drive(result, steps, segments, st, lib):
+            self.say(f"the pipeline did not settle within {p.settle_timeout_s:g} s of the end")
+        return result
+
+    def _announce(self, r: LabResult, segments: int) -> None:
+        """Say what the workload will be: LUNs, segments, the fault and the end."""
+        p = self.p
+        fault = (
+            f"lun{p.slow} ({r.devices[p.slow]}) slowed by {p.delay_ms:g} ms per I/O from "
+            f"+{p.onset_s:g} s to +{p.onset_s + p.duration_s:g} s"
+            if p.delay_ms > 0
+            else "no fault (--delay-ms 0)"
+        )
+        self.say(
+            f"workload: fio on {p.luns} LUNs in {segments} segments of {p.segment_s} s; "
+            f"{fault}; healthy load until +{r.end_s - r.t0_s:g} s"
+        )
+
+    def _drive(
+        self, r: LabResult, steps: list[Step], segments: int, st: Storage, lib: Path
+    ) -> bool:
+        """Start the fio segments and the timed ``steps`` when due, reap ended jobs and watch
+        the pipeline until it settles (or the deadline passes); whether it settled."""
+        p = self.p
+        k, next_poll, settled = 0, r.onset_s, False
+        deadline = r.end_s + p.settle_timeout_s
         while True:
             now = self.clock()
             more = k < segments or (not settled and now < deadline)
             if not (more or self.running or steps):
                 break
-            if now > deadline + 2 * p.segment_s:  # a job that hangs (D state on FUSE)
-                self.say("jobs still running long after the end are stopped")
-                self._kill_running()
+            if now > deadline + 2 * p.segment_s:
+                self._stop_hung()
                 break
-            if more and now >= t0 + k * p.segment_s:
+            if more and now >= r.t0_s + k * p.segment_s:
                 if k == segments:
                     self.say("the load goes on until the pipeline has caught up")
                 self._segment(k, st, lib)
@@ -331,12 +346,15 @@ class Lab:
             self._reap()
             if now >= next_poll:
                 self.observer.poll(now)
-                settled = settled or (now >= end and self._settled(result))
+                settled = settled or (now >= r.end_s and self._settled(r))
                 next_poll = now + 2
             self.sleep(0.2)
-        if not settled:
-            self.say(f"the pipeline did not settle within {p.settle_timeout_s:g} s of the end")
-        return result
+        return settled
+
+    def _stop_hung(self) -> None:
+        """Stop the jobs still running long after the end (a job that hangs: D state on FUSE)."""
+        self.say("jobs still running long after the end are stopped")
+        self._kill_running()
 
     def _fault(self, st: Storage, on: bool) -> None:
         if self.p.delay_ms <= 0:

@@ -150,6 +150,7 @@ def setup(lab_dir: Path, n: int, size_mib: int) -> Storage:
 
 
 def _build(st: Storage, n: int, size_mib: int) -> None:
+    """Backing images, the delaying FUSE file system over them, then each LUN on it."""
     root = Path(st.lab_dir)
     for sub in ("backing", "fuse", "mnt"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -157,6 +158,19 @@ def _build(st: Storage, n: int, size_mib: int) -> None:
     for k in range(1, n + 1):
         with open(root / "backing" / f"lun{k}.img", "wb") as f:
             f.truncate(size_mib * 2**20)
+    st.fuse_pid = _start_delayfs(root)
+    st.save()
+    _wait_for(
+        lambda: os.path.ismount(root / "fuse"),
+        f"the FUSE file system at fuse/ (see {root / 'delayfs.log'})",
+    )
+    for k in range(1, n + 1):
+        _attach(st, Lun(k, str(root / "fuse" / f"lun{k}.img")))
+
+
+def _start_delayfs(root: Path) -> int:
+    """Start :mod:`pipeline.lab.delayfs` on ``backing/`` at ``fuse/`` (its own session, output
+    to ``delayfs.log``); its pid."""
     with open(root / "delayfs.log", "ab") as fuse_log:
         proc = subprocess.Popen(
             [
@@ -171,23 +185,22 @@ def _build(st: Storage, n: int, size_mib: int) -> None:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    st.fuse_pid = proc.pid
+    return proc.pid
+
+
+def _attach(st: Storage, lun: Lun) -> None:
+    """A loop device on ``lun``'s image, ext4 on it, mounted under ``mnt/``; the state is saved
+    before each step, so a teardown after a failure undoes what was done."""
+    root = Path(st.lab_dir)
+    st.luns.append(lun)
+    lun.device = _run(["losetup", "-f", "--show", lun.image]).strip()
     st.save()
-    _wait_for(
-        lambda: os.path.ismount(root / "fuse"),
-        f"the FUSE file system at fuse/ (see {root / 'delayfs.log'})",
-    )
-    for k in range(1, n + 1):
-        lun = Lun(k, str(root / "fuse" / f"lun{k}.img"))
-        st.luns.append(lun)
-        lun.device = _run(["losetup", "-f", "--show", lun.image]).strip()
-        st.save()
-        _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", lun.device])
-        mnt = root / "mnt" / lun.name
-        mnt.mkdir(exist_ok=True)
-        lun.mount_point = str(mnt)
-        st.save()
-        _run(["mount", "-t", "ext4", lun.device, str(mnt)])
+    _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", lun.device])
+    mnt = root / "mnt" / lun.name
+    mnt.mkdir(exist_ok=True)
+    lun.mount_point = str(mnt)
+    st.save()
+    _run(["mount", "-t", "ext4", lun.device, str(mnt)])
 
 
 def _delays(control: Path) -> dict[str, float]:

@@ -29,6 +29,19 @@ def _iso_hms(iso: str | None) -> str:
 
 def render(r: LabResult) -> str:
     """Header, one block per incident, the lags, and where the data is."""
+    lines = [_header(r), ""]
+    if not r.incidents:
+        lines.append("no incident: no LUN was persistently anomalous among its peers")
+    for doc in r.incidents:
+        lines += incident_lines(doc, {str(j.job_id): j.name for j in r.jobs})
+    lines.append("")
+    lines += _lag_lines(r)
+    lines += ["", *_data_lines(r)]
+    return "\n".join(lines)
+
+
+def _header(r: LabResult) -> str:
+    """The machine, the LUNs, the fault and the workload's span."""
     p = r.params
     fault = (
         f"lun{p.slow} ({r.slow_lun}) slowed by {p.delay_ms:g} ms per I/O from "
@@ -36,33 +49,36 @@ def render(r: LabResult) -> str:
         if p.delay_ms > 0
         else "no fault"
     )
-    lines = [
+    return (
         f"iolens lab on {r.host}: {p.luns} LUNs, {fault} "
-        f"(workload {_hms(r.t0_s)}-{_hms(r.end_s)}, {len(r.jobs)} jobs)",
-        "",
-    ]
-    if not r.incidents:
-        lines.append("no incident: no LUN was persistently anomalous among its peers")
-    for doc in r.incidents:
-        lines += incident_lines(doc, {str(j.job_id): j.name for j in r.jobs})
-    lines.append("")
-    lines.append(
+        f"(workload {_hms(r.t0_s)}-{_hms(r.end_s)}, {len(r.jobs)} jobs)"
+    )
+
+
+def _lag_lines(r: LabResult) -> list[str]:
+    """When each stream showed the fault, seconds after its onset."""
+    p = r.params
+    lines = [
         "when each stream showed the fault (after its onset):"
         if p.delay_ms > 0
         else f"signs of a fault on lun{p.slow} after +{p.onset_s:g} s (none expected):"
-    )
+    ]
     for name, lag in r.lags.items():
         shown = f"+{lag:.0f} s" if lag is not None else "never"
         lines.append(f"  {LAG_NAMES[name]:42s} {shown}")
-    lines += [
-        "",
+    return lines
+
+
+def _data_lines(r: LabResult) -> list[str]:
+    """Where the data is and how to look at it."""
+    p = r.params
+    return [
         f"data: {r.url} (namespace {p.namespace}), e.g.",
         f"  curl -s '{r.url}/logs-iolens.incident-{p.namespace}/_search?pretty'",
         f"  iolens --config {p.lab_dir / 'iolens.yaml'} --es-url {r.url} report "
         "--out lab-report.html",
         "stop the server with: make stop",
     ]
-    return "\n".join(lines)
 
 
 def incident_lines(doc: Mapping[str, Any], names: Mapping[str, str]) -> list[str]:

@@ -71,10 +71,8 @@ def _fio(fetch: Fetch, percentiles: Iterable[str]) -> pd.DataFrame:
     return df.assign(match=match, name=match)
 
 
-def fetch_streams(fetch: Fetch, percentiles: Iterable[str]) -> Streams:
-    """The four streams, each searched once for all incidents (``percentiles``: the fields of
-    their SLAs, ``p95``)."""
-    fio = _fio(fetch, percentiles)
+def _disk(fetch: Fetch) -> pd.DataFrame:
+    """Await per LUN (``name``: ``host/device``) of ``metrics-sysstat.diskio``."""
     disk = _table(
         fetch,
         "metrics-sysstat.diskio",
@@ -82,7 +80,11 @@ def fetch_streams(fetch: Fetch, percentiles: Iterable[str]) -> Streams:
         | {"await": "sysstat.disk.await"},
         ["host.name", "system.diskio.name"],
     )
-    disk = disk.assign(name=disk["host"].astype(str) + "/" + disk["dev"].astype(str))
+    return disk.assign(name=disk["host"].astype(str) + "/" + disk["dev"].astype(str))
+
+
+def _peer(fetch: Fetch) -> pd.DataFrame:
+    """The peer comparison's record score per LUN and window, timed at the window's end."""
     peer = _table(
         fetch,
         "metrics-iolens.peer_anomaly",
@@ -92,7 +94,11 @@ def fetch_streams(fetch: Fetch, percentiles: Iterable[str]) -> Streams:
         ["iolens.peer.lun", "iolens.peer.metric"],
     )
     # a window's score is drawn at its end, when it is known (its start may be healthy)
-    peer = peer.assign(time=pd.to_datetime(peer["end_s"], unit="s", utc=True))
+    return peer.assign(time=pd.to_datetime(peer["end_s"], unit="s", utc=True))
+
+
+def _darshan(fetch: Fetch) -> pd.DataFrame:
+    """Darshan jobs (``job`` as text) with their executable, start and end."""
     darshan = _table(
         fetch,
         "logs-darshan.job",
@@ -101,4 +107,11 @@ def fetch_streams(fetch: Fetch, percentiles: Iterable[str]) -> Streams:
         ["darshan.log.id"],
     )
     darshan["job"] = darshan["job"].astype(str)
-    return Streams(fio, disk, peer, darshan)
+    return darshan
+
+
+def fetch_streams(fetch: Fetch, percentiles: Iterable[str]) -> Streams:
+    """The four streams, each searched once for all incidents (``percentiles``: the fields of
+    their SLAs, ``p95``)."""
+    fio = _fio(fetch, percentiles)
+    return Streams(fio, _disk(fetch), _peer(fetch), _darshan(fetch))

@@ -20,34 +20,35 @@ def _us(v: object) -> str:
     return f"{float(v) / 1000:,.1f}" if isinstance(v, int | float) else "-"
 
 
-def print_summary(
-    summary: RunSummary, latency_rows: Sequence[Mapping[str, object]], console: Console
-) -> None:
-    """Print what a run did and the cluster-wide p50/p95/p99 per interval (µs)."""
-    console.print(
-        f"files read: {summary.files}   lines: {summary.lines}   bad lines: {summary.bad_lines}"
-        f"   bad files: {summary.bad_files}   intervals merged: {summary.intervals}"
-        + (f"   peer windows: {summary.peer_windows}" if summary.peer_windows else "")
-    )
+def _docs_table(summary: RunSummary) -> Table:
+    """Documents indexed, already there and dead-lettered, per data stream."""
     docs = Table(title="documents by data stream")
     for col in ("data stream", "indexed", "already there", "dead-lettered"):
         docs.add_column(col, justify="right" if col != "data stream" else "left")
     for index, c in sorted(summary.docs.items()):
         docs.add_row(index, str(c["indexed"]), str(c["duplicate"]), str(c["dead_lettered"]))
-    console.print(docs)
+    return docs
+
+
+def _undelivered(summary: RunSummary) -> list[str]:
+    """What was not indexed: spooled, unsent and dead-lettered documents (lines to print)."""
+    lines = []
     if summary.spooled:
-        console.print(f"{summary.spooled} documents are spooled until the cluster answers")
+        lines.append(f"{summary.spooled} documents are spooled until the cluster answers")
     if summary.unsent:
-        console.print(
+        lines.append(
             f"{summary.unsent} documents were neither delivered nor spooled (the spool is full, "
             "sink.spool_max_bytes): their lines are read again on the next run"
         )
     if any(summary.dead_letters.values()):
-        console.print(
+        lines.append(
             "dead letters: " + ", ".join(f"{k} {v}" for k, v in summary.dead_letters.items())
         )
-    if not latency_rows:
-        return
+    return lines
+
+
+def _latency_table(latency_rows: Sequence[Mapping[str, object]]) -> Table:
+    """The cluster-wide p50/p95/p99/max per interval and direction (µs)."""
     lat = Table(title="cluster-wide completion latency (clat) per interval, µs")
     for col in ("interval end (UTC)", "ddir", "I/Os", "p50", "p95", "p99", "max"):
         lat.add_column(col, justify="right")
@@ -57,12 +58,25 @@ def print_summary(
             end.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
             str(r["ddir"]),
             str(r["samples"]),
-            _us(r.get("p50")),
-            _us(r.get("p95")),
-            _us(r.get("p99")),
-            _us(r.get("max")),
+            *(_us(r.get(k)) for k in ("p50", "p95", "p99", "max")),
         )
-    console.print(lat)
+    return lat
+
+
+def print_summary(
+    summary: RunSummary, latency_rows: Sequence[Mapping[str, object]], console: Console
+) -> None:
+    """Print what a run did and the cluster-wide p50/p95/p99 per interval (µs)."""
+    console.print(
+        f"files read: {summary.files}   lines: {summary.lines}   bad lines: {summary.bad_lines}"
+        f"   bad files: {summary.bad_files}   intervals merged: {summary.intervals}"
+        + (f"   peer windows: {summary.peer_windows}" if summary.peer_windows else "")
+    )
+    console.print(_docs_table(summary))
+    for line in _undelivered(summary):
+        console.print(line)
+    if latency_rows:
+        console.print(_latency_table(latency_rows))
 
 
 def cluster_latency_rows(

@@ -1,0 +1,101 @@
+"""Loading the configuration: a YAML file or a mapping, with the ``IOLENS_ES_*`` environment
+overrides, validated into :class:`~pipeline.settings.model.Settings`; and its JSON Schema."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from pipeline.errors import ConfigError
+from pipeline.settings.model import Settings
+
+_ENV = {
+    "IOLENS_ES_URL": "url",
+    "IOLENS_ES_API_KEY": "api_key",
+    "IOLENS_ES_USERNAME": "username",
+    "IOLENS_ES_PASSWORD": "password",
+    "IOLENS_ES_CA_CERTS": "ca_certs",
+    "IOLENS_ES_PASSWORD_FILE": "password_file",
+    "IOLENS_ES_API_KEY_FILE": "api_key_file",
+}
+
+
+def _describe(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        lines.append(f"  {key}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def settings_from_mapping(
+    data: Mapping[str, Any], env: Mapping[str, str] | None = None, source: str = "config"
+) -> Settings:
+    """Validate a configuration mapping, applying the ``IOLENS_ES_*`` environment overrides.
+
+    Raises:
+        ConfigError: naming every offending key (``fio.interval_ms: ...``).
+    """
+    merged: dict[str, Any] = dict(data)
+    given = merged.get("elasticsearch")
+    if given is None or isinstance(given, Mapping):
+        # (anything else is left for validation to name: elasticsearch must be a mapping)
+        es = dict(given or {})
+        for var, key in _ENV.items():
+            value = (env if env is not None else os.environ).get(var)
+            if value:
+                es[key] = value
+        if es:
+            merged["elasticsearch"] = es
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as err:
+        raise ConfigError(_describe(err, source)) from None
+
+
+def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None) -> Settings:
+    """Load the YAML file at ``path`` (defaults only when None) and validate it.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, is not UTF-8 YAML (tags that would
+            build Python objects are refused: it is read with ``yaml.safe_load``), or has a
+            bad or unknown key.
+    """
+    if path is None:
+        return settings_from_mapping({}, env, "defaults")
+    p = Path(path)
+    data = _yaml_file(p, "configuration file", "pass --config FILE") or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of keys")
+    return settings_from_mapping(data, env, str(p))
+
+
+def _yaml_file(p: Path, what: str, fix: str) -> Any:
+    """The YAML document in ``p`` (``yaml.safe_load``: plain data only, never objects).
+
+    Raises:
+        ConfigError: naming ``p`` and the problem: missing (with ``fix``), unreadable, not
+            UTF-8, not YAML, or nested too deeply to read.
+    """
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: {what} not found ({fix})") from None
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot read the {what}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{p}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{p}: not valid YAML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: not valid YAML: nested too deeply") from None
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`Settings` (written to ``config/schemas/pipeline.schema.json``)."""
+    return Settings.model_json_schema()
