@@ -87,10 +87,11 @@ def component_fields(name: str) -> list[tuple[str, str]]:
     return fields
 
 
-def component_units(name: str) -> dict[str, str]:
-    """The ``_meta.units`` patterns of component template ``name`` (glob -> unit)."""
-    units: dict[str, str] = load_json(MAPPINGS / f"component_template.{name}.json")
-    return dict(units.get("_meta", {}).get("units", {}))
+def component_units(name: str, names: dict[str, str]) -> dict[str, str]:
+    """The ``_meta.units`` patterns of component template ``name`` (glob -> unit), the units
+    spelt as ``names`` says (``nanoseconds`` -> ``ns``)."""
+    meta = load_json(MAPPINGS / f"component_template.{name}.json").get("_meta", {})
+    return {glob: names.get(unit, unit) for glob, unit in meta.get("units", {}).items()}
 
 
 def unit_of(field: str, patterns: dict[str, str]) -> str:
@@ -132,7 +133,8 @@ def fields_page() -> str:
         stream = path.name.removeprefix("index_template.").removesuffix(".json")
         own = [c for c in template["composed_of"] if c.endswith("@package")]
         fields = [f for c in own for f in component_fields(c)]
-        units = {p: u for c in own for p, u in component_units(c).items()} | notes["units"]
+        units = {p: u for c in own for p, u in component_units(c, notes["unit_names"]).items()}
+        units |= {p: u for p, u in notes["units"].items() if p not in units}
         anchor = stream.replace(".", "-")
         out += [
             f"## {stream} {{#{anchor}}}\n\n",
@@ -329,6 +331,16 @@ def message_text(node: ast.expr) -> str | None:
     return None
 
 
+def is_log_call(func: ast.expr) -> bool:
+    """Whether ``func`` is ``log.error``/``log.warning`` (or ``logger.``...)."""
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("error", "warning")
+        and isinstance(func.value, ast.Name)
+        and func.value.id in ("log", "logger")
+    )
+
+
 def call_messages(tree: ast.AST) -> Iterator[tuple[str, str]]:
     """(kind, message) for each error raised or logged in a module's syntax tree."""
     for node in ast.walk(tree):
@@ -339,11 +351,10 @@ def call_messages(tree: ast.AST) -> Iterator[tuple[str, str]]:
             texts = [t for t in map(message_text, node.args) if t is not None]
             if texts:
                 yield func.id, texts[-1]
-        elif isinstance(func, ast.Attribute) and func.attr in ("error", "warning"):
-            if isinstance(func.value, ast.Name) and func.value.id in ("log", "logger"):
-                text = message_text(node.args[0]) if node.args else None
-                if text is not None:
-                    yield func.attr, re.sub(r"%[-.0-9]*[sdrfg]", "{...}", text)
+        elif is_log_call(func):
+            text = message_text(node.args[0]) if node.args else None
+            if text is not None:
+                yield func.attr, re.sub(r"%[-.0-9]*[sdrfg]", "{...}", text)
 
 
 def errors_page() -> str:
