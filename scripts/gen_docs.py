@@ -47,10 +47,12 @@ COMMON = "iolens-ecs@mappings"
 
 
 def cell(text: object) -> str:
-    """``text`` made safe for one Markdown table cell (pipes escaped, one line, rST quotes)."""
-    s = " ".join(str(text).split())
-    s = s.replace("``", "`")
-    return s.replace("|", "\\|")
+    """``text`` made safe for one Markdown table cell: one line, rST ``quotes`` as Markdown
+    code, pipes escaped, and outside code ``<`` and ``*`` kept from becoming HTML or emphasis."""
+    parts = " ".join(str(text).split()).replace("``", "`").split("`")
+    for i in range(0, len(parts), 2):  # the parts outside code spans
+        parts[i] = parts[i].replace("<", "&lt;").replace("*", "\\*")
+    return "`".join(parts).replace("|", "\\|")
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -378,7 +380,7 @@ def errors_page() -> str:
             continue
         heading, meaning = title.split(": ", 1)
         out.append(f"## {heading}\n\n{meaning[0].upper()}{meaning[1:]}.\n\n")
-        out.append("\n".join(f"* `{cell(m).replace('`', chr(39))}`" for m in sorted(found[title])))
+        out.append("\n".join(f"* `{m.replace('`', chr(39))}`" for m in sorted(found[title])))
     return "\n".join(s.rstrip("\n") + "\n" for s in out)
 
 
