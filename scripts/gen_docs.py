@@ -409,7 +409,12 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     if args.check and stale:
-        print("stale generated pages (run `make docs`):", *stale, sep="\n  ", file=sys.stderr)
+        print(
+            "stale generated pages (regenerate: python scripts/gen_docs.py):",
+            *stale,
+            sep="\n  ",
+            file=sys.stderr,
+        )
         return 1
     for name in stale:
         print(f"wrote {name}")
