@@ -281,8 +281,14 @@ def command_sections(
 
 
 def cli_page() -> str:
-    """``docs/reference/cli.md``: every command's usage and options, from ``build_parser``."""
-    sys.path.insert(0, str(ROOT))
+    """``docs/reference/cli.md``: every command's usage and options, from ``build_parser``.
+
+    Defaults that are paths inside the checkout are shown relative to it, so that the page
+    does not depend on where the repository lives.
+    """
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import pipeline
     from pipeline.cli.main import build_parser
 
     with fixed_width():
@@ -294,7 +300,10 @@ def cli_page() -> str:
         "Every command's `--help` prints the same.\n\n"
     )
     out = [BANNER.format(source="pipeline/cli (build_parser)"), body[0], intro, *body[1:]]
-    return "\n".join(s.rstrip("\n") + "\n" for s in out)
+    text = "\n".join(s.rstrip("\n") + "\n" for s in out)
+    for checkout in {str(ROOT), str(Path(pipeline.__file__).resolve().parent.parent)}:
+        text = text.replace(checkout + "/", "")
+    return text
 
 
 # --- error messages -------------------------------------------------------------------------
