@@ -254,12 +254,12 @@ def option_rows(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def command_sections(
-    parser: argparse.ArgumentParser, level: int, seen: dict[int, str]
+    parser: argparse.ArgumentParser, level: int, seen: dict[tuple[Any, ...], str]
 ) -> list[str]:
     """Markdown for ``parser`` and, recursively, its subcommands (aliases point to the first)."""
     out = [f"{'#' * level} {parser.prog}\n\n"]
-    if parser.description:
-        out.append(cell(parser.description) + "\n\n")
+    if parser.description:  # a module docstring: its Sphinx roles (:mod:) dropped
+        out.append(cell(re.sub(r":[a-z]+:`", "`", parser.description)) + "\n\n")
     out.append(f"```\n{parser.format_usage().strip()}\n```\n\n")
     rows = option_rows(parser)
     if rows:
@@ -269,7 +269,7 @@ def command_sections(
             continue
         helps = {a.dest: a.help for a in action._choices_actions}
         for name, child in action.choices.items():
-            key = hash((child.description, helps.get(name), *option_rows(child)))
+            key = (child.description, helps.get(name), *option_rows(child))
             if key in seen:
                 out.append(f"{'#' * (level + 1)} {child.prog}\n\nThe same as `{seen[key]}`.\n")
                 continue
