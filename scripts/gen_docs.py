@@ -210,7 +210,9 @@ def configuration_page() -> str:
             continue
         child = defs[ref.rsplit("/", 1)[1]]
         prefix = f"{key}[]." if prop.get("type") == "array" else f"{key}."
-        out.append(f"{cell(child.get('description', ''))}\n\n")
+        # citations of research notes that are not part of the repository are left out
+        about = re.sub(r" \(reference/[^)]*\)", "", child.get("description", ""))
+        out.append(f"{cell(about)}\n\n")
         rows = schema_rows(child, defs, prefix, set(child.get("required", [])))
         out.append(head + "\n".join(rows))
     return "\n".join(s.rstrip("\n") + "\n" for s in out)
