@@ -310,18 +310,53 @@ def cli_page() -> str:
 
 # --- error messages -------------------------------------------------------------------------
 
-ERROR_KINDS = {
-    "ConfigError": "Configuration and setup errors: `iolens` logs the message and exits with 2",
-    "ParseError": "Input errors: the line or file goes to the dead-letter area with this reason",
-    "LineTooLong": "Input errors: the line or file goes to the dead-letter area with this reason",
-    "ValueError": "Invalid values: in the configuration, each is reported under "
-    "`FILE: invalid configuration` as `key: message`; elsewhere the message names the value",
-    "LabError": "Incident lab errors: `iolens lab` stops, undoes what it set up and says why",
-    "KibanaError": "Kibana errors: `iolens setup --kibana-url` stops and says why",
-    "FilterSyntaxError": "Query errors (`pipeline.query`): a wrong filter or column",
-    "ClusterUnavailable": "Cluster errors: the cluster did not answer (documents are spooled)",
-    "error": "Logged errors: logged at level ERROR; the pipeline goes on where it can",
-    "warning": "Logged warnings: logged at level WARNING; the pipeline goes on",
+INPUT = (
+    "Input errors",
+    "The line or file goes to the dead-letter area with this reason and the rest of the input "
+    "is read. `iolens deadletter list` and `show ID` show them; fix what wrote the input, or "
+    "for rejected documents fix the cause and run `iolens deadletter replay`",
+)
+QUERY = ("Query errors", "`pipeline.query` refuses the filter; fix it where the message points")
+ERROR_KINDS: dict[str, tuple[str, str]] = {
+    "ConfigError": (
+        "Configuration and setup errors",
+        "`iolens` logs the message and exits with status 2. The message names the key, file or "
+        "URL at fault, and most end with the fix",
+    ),
+    "ParseError": INPUT,
+    "LineTooLong": INPUT,
+    "ValueError": (
+        "Invalid values",
+        "In the configuration, each is reported under `FILE: invalid configuration` as "
+        "`key: message` (exit status 2): correct the value named. The others name a "
+        "command-line value, or a record, state file or response that fails an internal check "
+        "(report those with the log)",
+    ),
+    "LabError": (
+        "Incident lab errors",
+        "`iolens lab` stops with status 1, undoes what it set up and says why: install or "
+        "enable what it names, or run it as root",
+    ),
+    "KibanaError": (
+        "Kibana errors",
+        "`iolens setup --kibana-url` stops with status 2: check the URL, the credentials and "
+        "that Kibana is 8.9 or newer",
+    ),
+    "FilterSyntaxError": QUERY,
+    "ClusterUnavailable": (
+        "Cluster errors",
+        "The cluster did not answer: documents wait in the spool and jobs try again on their "
+        "next tick; nothing to do unless it lasts",
+    ),
+    "error": (
+        "Logged errors",
+        "Logged at level ERROR; the pipeline goes on where it can. Act on what the message names",
+    ),
+    "warning": (
+        "Logged warnings",
+        "Logged at level WARNING; the pipeline goes on. Most need nothing done; "
+        "[Troubleshooting](../operations/troubleshooting.md) says which do",
+    ),
 }
 
 
@@ -372,7 +407,7 @@ def call_messages(tree: ast.AST) -> Iterator[tuple[str, str]]:
 
 def errors_page() -> str:
     """``docs/reference/errors.md``: every error message raised or logged in ``pipeline/``."""
-    found: dict[str, set[str]] = {}
+    found: dict[tuple[str, str], set[str]] = {}
     for path in sorted((ROOT / "pipeline").rglob("*.py")):
         for kind, text in call_messages(ast.parse(path.read_text(encoding="utf-8"))):
             text = " ".join(text.split())
@@ -387,11 +422,9 @@ def errors_page() -> str:
         "[Troubleshooting](../operations/troubleshooting.md).\n\n",
     ]
     for title in dict.fromkeys(ERROR_KINDS.values()):
-        if title not in found:
-            continue
-        heading, meaning = title.split(": ", 1)
-        out.append(f"## {heading}\n\n{meaning[0].upper()}{meaning[1:]}.\n\n")
-        out.append("\n".join(f"* `{m.replace('`', chr(39))}`" for m in sorted(found[title])))
+        if title in found:
+            out.append(f"## {title[0]}\n\n{title[1]}.\n\n")
+            out.append("\n".join(f"* `{m.replace('`', chr(39))}`" for m in sorted(found[title])))
     return "\n".join(s.rstrip("\n") + "\n" for s in out)
 
 
