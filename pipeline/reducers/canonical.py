@@ -33,7 +33,7 @@ from typing import Any
 
 from pipeline.parsers.event_schema import EventSchema
 from pipeline.parsers.events import Event
-from pipeline.reducers.request_join import Request, hashable
+from pipeline.reducers.request_record import Request, hashable
 
 NO_THREAD = -1
 """The thread of events that carry none (or one the request does not bind): the root's."""

@@ -17,7 +17,8 @@ from typing import Any
 
 from pipeline.parsers.event_schema import EventSchema
 from pipeline.parsers.events import Event
-from pipeline.reducers.request_join import Request, RequestParser, hashable
+from pipeline.reducers.request_join import RequestParser
+from pipeline.reducers.request_record import Request, hashable
 
 Sync = tuple[str, str, str]
 """A schema sync triple: ``(source event, attribute, destination event)``."""

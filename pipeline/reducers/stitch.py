@@ -60,7 +60,7 @@ from pipeline.reducers.fragments import (
     machine_fragments,
     with_endpoint_seeds,
 )
-from pipeline.reducers.request_join import CpuSlice, Request, hashable, join_attributes
+from pipeline.reducers.request_record import CpuSlice, Request, hashable, join_attributes
 
 __all__ = [
     "MACHINE_ATTR",
