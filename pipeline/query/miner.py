@@ -252,11 +252,7 @@ class IOMiner:
         caps = field_caps(self.client, index)
         fields = data_fields(caps)
         paths = _column_paths(tbl, fields)
-        dates = frozenset(
-            paths_col
-            for path, types in fields.items()
-            if types & {"date", "date_nanos"} and (paths_col := tbl.column_of(path)) is not None
-        )
+        dates = _date_columns(tbl, fields)
         wanted = None if columns is None else _wanted(tbl, paths, columns)
         source = None if wanted is None else list(dict.fromkeys(paths[c] for c in wanted))
         filters: list[dict[str, Any]] = []
@@ -282,6 +278,15 @@ def _column_paths(tbl: Table, fields: Mapping[str, set[str]]) -> dict[str, str]:
     for col in tbl.columns:
         paths.setdefault(col, tbl.path_of(col))
     return paths
+
+
+def _date_columns(tbl: Table, fields: Mapping[str, set[str]]) -> frozenset[str]:
+    """The columns of fields the cluster maps as ``date`` or ``date_nanos``."""
+    return frozenset(
+        paths_col
+        for path, types in fields.items()
+        if types & {"date", "date_nanos"} and (paths_col := tbl.column_of(path)) is not None
+    )
 
 
 def _wanted(tbl: Table, paths: Mapping[str, str], columns: Sequence[str]) -> list[str]:
