@@ -105,7 +105,26 @@ def covering_set(
     if keep.size == 0:
         return CoveringSet((), {}, 0.0, 0.0)
     order = keep[np.lexsort((keep, s[keep]))]
-    ss, ee = s[order], e[order]
+    segments = _critical_path(s[order], e[order], order, labels)
+    exclusive: dict[Hashable, float] = {}
+    lengths = [seg.end - seg.start for seg in segments]
+    for seg, length in zip(segments, lengths, strict=True):
+        exclusive[seg.label] = exclusive.get(seg.label, 0.0) + length
+    ranked = dict(sorted(exclusive.items(), key=lambda kv: -kv[1]))
+    union = float(sum(lengths))
+    span = float(np.max(e[keep]) - np.min(s[keep]))
+    return CoveringSet(tuple(segments), ranked, union, span)
+
+
+def _critical_path(
+    ss: npt.NDArray[np.float64],
+    ee: npt.NDArray[np.float64],
+    order: npt.NDArray[np.intp],
+    labels: Sequence[Hashable] | None,
+) -> list[Segment]:
+    """The sweep over non-empty intervals sorted by start (``ss``, ``ee``; ``order``: their
+    input indices): in each busy period, from the covered point on, the interval started by
+    then that reaches furthest, until none reaches past it."""
     n = len(order)
     # best[p]: among the first p+1 intervals (by start), the first one reaching furthest
     reach = np.maximum.accumulate(ee)
@@ -126,14 +145,7 @@ def covering_set(
             segments.append(Segment(label, j, covered, last[b]))
             covered = last[b]
         i = p + 1
-    exclusive: dict[Hashable, float] = {}
-    lengths = [seg.end - seg.start for seg in segments]
-    for seg, length in zip(segments, lengths, strict=True):
-        exclusive[seg.label] = exclusive.get(seg.label, 0.0) + length
-    ranked = dict(sorted(exclusive.items(), key=lambda kv: -kv[1]))
-    union = float(sum(lengths))
-    span = float(np.max(e[keep]) - np.min(s[keep]))
-    return CoveringSet(tuple(segments), ranked, union, span)
+    return segments
 
 
 def weighted_factor(
