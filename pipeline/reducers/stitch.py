@@ -33,8 +33,9 @@ rpc=X``, then ``RpcReply rpc=X`` -> ``RpcReturn rpc=X``). The stitcher:
    being 0); remote sync values that are not matched across machines are qualified with the
    machine (``back:task1``), so that :func:`~pipeline.reducers.canonical.canonical` links
    exactly the hand-offs it would link on one machine. Every event gets the attribute
-   ``_machine``. The unseeded fragments of a group without a seeded fragment, or with more
-   than one, are left *unattached* and reported with the reason (:class:`Detached`).
+   ``_machine`` (:mod:`pipeline.reducers.fragment_join`). The unseeded fragments of a group
+   without a seeded fragment, or with more than one, are left *unattached* and reported with
+   the reason (:class:`Detached`).
 
 The offset of two machines is taken as constant over the trace: clock drift is not modelled.
 When drift (or a wrong match) exceeds the message delays the bounds cross, which
@@ -51,6 +52,13 @@ from enum import StrEnum
 from pipeline.parsers.event_schema import EventSchema
 from pipeline.parsers.events import Event
 from pipeline.reducers.clock_offset import ClockOffset, estimate_offset, offsets_from
+from pipeline.reducers.fragment_join import (
+    MACHINE_ATTR,
+    TID_STRIDE,
+    Link,
+    StitchedRequest,
+    join_fragments,
+)
 from pipeline.reducers.fragments import (
     Endpoint,
     Fragment,
@@ -60,7 +68,6 @@ from pipeline.reducers.fragments import (
     machine_fragments,
     with_endpoint_seeds,
 )
-from pipeline.reducers.request_record import CpuSlice, Request, hashable, join_attributes
 
 __all__ = [
     "MACHINE_ATTR",
@@ -84,12 +91,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-TID_STRIDE = 1 << 32
-"""Thread ids of the k-th machine of a stitched request are ``tid + k * TID_STRIDE``."""
-
-MACHINE_ATTR = "_machine"
-"""The attribute that names an event's machine in a stitched request (never joined on)."""
 
 # -- stitching -----------------------------------------------------------------------------
 
@@ -116,30 +117,6 @@ class Unattached:
 
 
 @dataclass(frozen=True)
-class StitchedRequest:
-    """A request whose fragments may come from several machines.
-
-    Attributes:
-        request: every fragment's events in one request, on the seed machine's clock (remote
-            thread ids ``tid + k * TID_STRIDE``, every event with ``_machine``); resources are
-            the fragments' sums, ``complete`` is every fragment's. Line numbers stay those of
-            each machine's files; ``kernel_lines`` are the seed fragment's only.
-        machine: the machine of its seed.
-        machines: the machines it spans, its seed's first.
-        offsets: each other machine's clock minus the seed machine's.
-        fragments: how many fragments it was stitched from.
-        unmatched: endpoints of its fragments that were paired with nothing.
-    """
-
-    request: Request
-    machine: str
-    machines: tuple[str, ...]
-    offsets: Mapping[str, ClockOffset]
-    fragments: int
-    unmatched: tuple[Endpoint, ...]
-
-
-@dataclass(frozen=True)
 class Stitched:
     """The requests of several machines.
 
@@ -155,14 +132,6 @@ class Stitched:
     unattached: tuple[Unattached, ...]
     clocks: Mapping[tuple[str, str], ClockOffset]
     stats: Mapping[str, MachineStats] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class _Link:
-    send: int  # fragment index
-    recv: int
-    send_end: Endpoint
-    recv_end: Endpoint
 
 
 def stitch(machines: Mapping[str, Iterable[Event]], schema: EventSchema) -> Stitched:
@@ -182,32 +151,26 @@ def stitch_fragments(fragments: Sequence[Fragment], schema: EventSchema) -> Stit
     docstring). Machines are ordered as they first appear in ``fragments``."""
     order = {m: n for n, m in enumerate(dict.fromkeys(f.machine for f in fragments))}
     links, ambiguous = _pair(fragments)
-    root = _roots(len(fragments), links)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(fragments)):
-        groups.setdefault(root[i], []).append(i)
+    groups, by_group = _groups(len(fragments), links)
     conflicts = {g for g, ids in groups.items() if sum(fragments[i].seeded for i in ids) > 1}
-    clocks = _clocks([k for k in links if root[k.send] not in conflicts], order)
+    clocks = _clocks([k for g, ks in by_group.items() if g not in conflicts for k in ks], order)
     reach = {m: offsets_from(m, clocks) for m in order}
-    by_group: dict[int, list[_Link]] = {}
-    for k in links:
-        by_group.setdefault(root[k.send], []).append(k)
     requests: list[StitchedRequest] = []
     unattached: list[Unattached] = []
     for g, ids in groups.items():
         members = [fragments[i] for i in ids]
         seeded = [f for f in members if f.seeded]
         if len(seeded) == 1:
-            seed = seeded[0]
-            joined = _join(seed, members, by_group.get(g, []), reach[seed.machine], order, schema)
+            offsets = reach[seeded[0].machine]
+            joined = join_fragments(seeded[0], members, by_group.get(g, []), offsets, order, schema)
             requests.append(joined)
             continue
-        for i, f in zip(ids, members, strict=True):
-            if f.seeded:
-                requests.append(_join(f, [f], [], {}, order, schema))
-            else:
-                reason = _detached(i, f, len(ids), bool(seeded), ambiguous)
-                unattached.append(Unattached(f, reason))
+        requests += [join_fragments(f, [f], [], {}, order, schema) for f in seeded]
+        unattached += [
+            Unattached(f, _detached(i, f, len(ids), bool(seeded), ambiguous))
+            for i, f in zip(ids, members, strict=True)
+            if not f.seeded
+        ]
     if conflicts:
         log.warning("%d groups of fragments joined more than one seeded request", len(conflicts))
     requests.sort(key=lambda s: (s.request.start_ns, order[s.machine]))
@@ -215,8 +178,9 @@ def stitch_fragments(fragments: Sequence[Fragment], schema: EventSchema) -> Stit
     return Stitched(tuple(requests), tuple(unattached), clocks)
 
 
-def _roots(n: int, links: Sequence[_Link]) -> list[int]:
-    """The group (union-find root) of each of ``n`` fragments, ``links`` joining two."""
+def _groups(n: int, links: Sequence[Link]) -> tuple[dict[int, list[int]], dict[int, list[Link]]]:
+    """The groups of ``n`` fragments that ``links`` join (union-find), each keyed by its root:
+    the indices of its fragments, ascending, and its links, in input order."""
     parent = list(range(n))
 
     def find(i: int) -> int:
@@ -227,7 +191,13 @@ def _roots(n: int, links: Sequence[_Link]) -> list[int]:
 
     for link in links:
         parent[find(link.send)] = find(link.recv)
-    return [find(i) for i in range(n)]
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(find(i), []).append(i)
+    by_group: dict[int, list[Link]] = {}
+    for k in links:
+        by_group.setdefault(find(k.send), []).append(k)
+    return groups, by_group
 
 
 def _detached(
@@ -248,14 +218,14 @@ def _detached(
     return Detached.UNMATCHED
 
 
-def _pair(fragments: Sequence[Fragment]) -> tuple[list[_Link], set[tuple[int, Endpoint]]]:
+def _pair(fragments: Sequence[Fragment]) -> tuple[list[Link], set[tuple[int, Endpoint]]]:
     """Links of the endpoints whose key has one sender and one receiver, on two machines; and
     the endpoints whose key has several senders or several receivers."""
     by_key: dict[tuple[Sync, Hashable], list[tuple[int, Endpoint]]] = {}
     for i, f in enumerate(fragments):
         for ep in f.endpoints:
             by_key.setdefault(ep.key, []).append((i, ep))
-    links: list[_Link] = []
+    links: list[Link] = []
     ambiguous: set[tuple[int, Endpoint]] = set()
     for ends in by_key.values():
         sends = [x for x in ends if x[1].sends]
@@ -264,11 +234,11 @@ def _pair(fragments: Sequence[Fragment]) -> tuple[list[_Link], set[tuple[int, En
             ambiguous.update(ends)
         elif sends and recvs and sends[0][1].machine != recvs[0][1].machine:
             (s, s_end), (r, r_end) = sends[0], recvs[0]
-            links.append(_Link(s, r, s_end, r_end))
+            links.append(Link(s, r, s_end, r_end))
     return links, ambiguous
 
 
-def _clocks(links: Sequence[_Link], order: Mapping[str, int]) -> dict[tuple[str, str], ClockOffset]:
+def _clocks(links: Sequence[Link], order: Mapping[str, int]) -> dict[tuple[str, str], ClockOffset]:
     """Per pair of machines ``(a, b)``, ``a`` first in ``order``: clock_b − clock_a from the
     linked messages between them, both ways."""
     ways: dict[tuple[str, str], tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
@@ -294,98 +264,3 @@ def _clocks(links: Sequence[_Link], order: Mapping[str, int]) -> dict[tuple[str,
                 c.offset_ns,
             )
     return clocks
-
-
-def _join(
-    seed: Fragment,
-    members: Sequence[Fragment],
-    links: Sequence[_Link],
-    offsets: Mapping[str, ClockOffset],
-    order: Mapping[str, int],
-    schema: EventSchema,
-) -> StitchedRequest:
-    """One request of a seeded fragment and the fragments paired with it (``links``), on the
-    seed machine's clock (``offsets``: each machine's clock minus the seed machine's)."""
-    members = sorted(members, key=lambda f: (f is not seed, order[f.machine]))
-    machines = tuple(dict.fromkeys(f.machine for f in members))
-    matched: dict[str, set[Hashable]] = {}
-    for link in links:
-        matched.setdefault(link.send_end.sync[1], set()).add(link.send_end.value)
-    events: list[Event] = []
-    cpu: list[CpuSlice] = []
-    seed_event = seed.request.seed
-    for f in members:
-        nth = machines.index(f.machine)
-        shift = offsets[f.machine].offset_ns if nth else 0
-        placed = [_place(e, f.machine, nth, shift, matched, schema) for e in f.request.events]
-        for e, moved in zip(f.request.events, placed, strict=True):
-            if e is seed.request.seed:
-                seed_event = moved
-        events += placed
-        cpu += [
-            CpuSlice(c.tid + nth * TID_STRIDE, c.start_ns - shift, c.end_ns - shift)
-            for c in f.request.cpu
-        ]
-    events.sort(key=lambda e: e.ts_ns)  # stable: on a tie, the seed machine's first
-    linked = {end for link in links for end in (link.send_end, link.recv_end)}
-    return StitchedRequest(
-        _merged(seed.request, members, events, cpu, seed_event, schema),
-        seed.machine,
-        machines,
-        {m: offsets[m] for m in machines[1:]},
-        len(members),
-        tuple(ep for f in members for ep in f.endpoints if ep not in linked),
-    )
-
-
-def _place(
-    e: Event,
-    machine: str,
-    nth: int,
-    shift: int,
-    matched: Mapping[str, set[Hashable]],
-    schema: EventSchema,
-) -> Event:
-    """``e`` of the ``nth`` machine of a request (the seed machine being 0) on the seed
-    machine's clock: shifted by ``shift`` ns, remote thread ids made distinct, remote sync
-    values not in ``matched`` qualified with the machine, and ``_machine`` set."""
-    attrs = dict(e.attrs)
-    if nth:
-        thread_attr = schema.parser.thread_attr
-        tid = attrs.get(thread_attr)
-        if isinstance(tid, int) and not isinstance(tid, bool):
-            attrs[thread_attr] = tid + nth * TID_STRIDE
-        sync_attrs = {attr for _src, attr, _dst in schema.sync}
-        for a in sync_attrs & attrs.keys():
-            if hashable(attrs[a]) not in matched.get(a, ()):
-                attrs[a] = f"{machine}:{attrs[a]}"
-    attrs[MACHINE_ATTR] = machine
-    return Event(e.ts_ns - shift, e.ev, attrs, e.line_no)
-
-
-def _merged(
-    seed: Request,
-    members: Sequence[Fragment],
-    events: list[Event],
-    cpu: list[CpuSlice],
-    seed_event: Event,
-    schema: EventSchema,
-) -> Request:
-    """The seed fragment's request holding every member's ``events`` (in time order) and
-    ``cpu`` slices, with the members' resources summed."""
-    resources: dict[str, float] = {}
-    for f in members:
-        for name, v in f.request.resources.items():
-            resources[name] = resources.get(name, 0.0) + v
-    return replace(
-        seed,
-        events=tuple(events),
-        start_ns=events[0].ts_ns,
-        end_ns=events[-1].ts_ns,
-        attributes=join_attributes(events, schema),
-        resources=resources,
-        cpu=tuple(sorted(cpu, key=lambda c: c.start_ns)),
-        complete=all(f.request.complete for f in members),
-        seeds=sum(f.request.seeds for f in members),
-        seed=seed_event,
-    )
