@@ -106,14 +106,19 @@ def covering_set(
         return CoveringSet((), {}, 0.0, 0.0)
     order = keep[np.lexsort((keep, s[keep]))]
     segments = _critical_path(s[order], e[order], order, labels)
+    ranked, union = _exclusive_times(segments)
+    span = float(np.max(e[keep]) - np.min(s[keep]))
+    return CoveringSet(tuple(segments), ranked, union, span)
+
+
+def _exclusive_times(segments: Sequence[Segment]) -> tuple[dict[Hashable, float], float]:
+    """Exclusive time per label, largest first, and their sum (the union's length)."""
     exclusive: dict[Hashable, float] = {}
     lengths = [seg.end - seg.start for seg in segments]
     for seg, length in zip(segments, lengths, strict=True):
         exclusive[seg.label] = exclusive.get(seg.label, 0.0) + length
     ranked = dict(sorted(exclusive.items(), key=lambda kv: -kv[1]))
-    union = float(sum(lengths))
-    span = float(np.max(e[keep]) - np.min(s[keep]))
-    return CoveringSet(tuple(segments), ranked, union, span)
+    return ranked, float(sum(lengths))
 
 
 def _critical_path(
