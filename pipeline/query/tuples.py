@@ -277,9 +277,7 @@ class Tuples:
             ValueError: a quantile outside [0, 1], or a column that is not numeric.
         """
         col = self._col(column, "percentile")
-        qs = np.asarray(DEFAULT_Q if q is None else list(q), dtype=np.float64)
-        if qs.ndim != 1 or qs.size == 0 or not np.all((qs >= 0) & (qs <= 1)):
-            raise ValueError(f"quantiles must be a non-empty list within [0, 1], not {q!r}")
+        qs = _levels(q)
         result = _quantiles(self._df[col], col, qs, method)
         return self._new(pd.DataFrame({"q": qs, col: result}))
 
@@ -360,6 +358,18 @@ def _merge(
         return left.merge(right, on=keys, how=how, suffixes=suffixes)
     except pd.errors.MergeError as err:
         raise ValueError(f"join: {err}") from None
+
+
+def _levels(q: Sequence[float] | None) -> np.ndarray:
+    """The quantile levels asked for (default :data:`DEFAULT_Q`) as an array.
+
+    Raises:
+        ValueError: none, or one outside [0, 1].
+    """
+    qs = np.asarray(DEFAULT_Q if q is None else list(q), dtype=np.float64)
+    if qs.ndim != 1 or qs.size == 0 or not np.all((qs >= 0) & (qs <= 1)):
+        raise ValueError(f"quantiles must be a non-empty list within [0, 1], not {q!r}")
+    return qs
 
 
 def _quantiles(column: pd.Series, name: str, qs: np.ndarray, method: str) -> np.ndarray:

@@ -192,13 +192,10 @@ def simulate(
     est = estimator()
     rng = np.random.default_rng([sc.seed, 1])
     pops = trace.pops_s
-    t = 0.0
-    first = 0
-    periods = 0
+    t, first, periods = 0.0, 0, 0
     scored: list[Scored] = []
     while True:
-        want = est.period_s
-        real = want * (1.0 + abs(float(rng.normal(0.0, sc.jitter)))) if sc.jitter else want
+        real = _realised(est.period_s, sc.jitter, rng)
         end = t + real
         if end > sc.horizon_s:
             break
@@ -211,6 +208,11 @@ def simulate(
         t, first = end, last
     cur = est.current()
     return SimResult(sc, scored, None if cur is None else _scored(sc, t, cur), periods)
+
+
+def _realised(want_s: float, jitter: float, rng: np.random.Generator) -> float:
+    """How long a sleep of ``want_s`` lasts: longer by ``|N(0, jitter)|`` of it (0: exact)."""
+    return want_s * (1.0 + abs(float(rng.normal(0.0, jitter)))) if jitter else want_s
 
 
 def _starved_within(trace: Trace, t: float, end: float) -> bool:

@@ -95,12 +95,7 @@ def covering_set(
     Raises:
         ValueError: the arrays or labels differ in length.
     """
-    s = np.asarray(starts, dtype=np.float64)
-    e = np.asarray(ends, dtype=np.float64)
-    if s.shape != e.shape or s.ndim != 1:
-        raise ValueError(f"starts and ends must be 1-d of one length, not {s.shape}, {e.shape}")
-    if labels is not None and len(labels) != len(s):
-        raise ValueError(f"{len(labels)} labels for {len(s)} intervals")
+    s, e = _intervals(starts, ends, labels)
     keep = np.flatnonzero(np.isfinite(s) & np.isfinite(e) & (e > s))
     if keep.size == 0:
         return CoveringSet((), {}, 0.0, 0.0)
@@ -119,6 +114,23 @@ def _exclusive_times(segments: Sequence[Segment]) -> tuple[dict[Hashable, float]
         exclusive[seg.label] = exclusive.get(seg.label, 0.0) + length
     ranked = dict(sorted(exclusive.items(), key=lambda kv: -kv[1]))
     return ranked, float(sum(lengths))
+
+
+def _intervals(
+    starts: npt.ArrayLike, ends: npt.ArrayLike, labels: Sequence[Hashable] | None
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """``starts`` and ``ends`` as float arrays.
+
+    Raises:
+        ValueError: the arrays or labels differ in length.
+    """
+    s = np.asarray(starts, dtype=np.float64)
+    e = np.asarray(ends, dtype=np.float64)
+    if s.shape != e.shape or s.ndim != 1:
+        raise ValueError(f"starts and ends must be 1-d of one length, not {s.shape}, {e.shape}")
+    if labels is not None and len(labels) != len(s):
+        raise ValueError(f"{len(labels)} labels for {len(s)} intervals")
+    return s, e
 
 
 def _critical_path(
