@@ -34,6 +34,8 @@ class FilterSyntaxError(ValueError):
 
 @dataclass(frozen=True)
 class Token:
+    """A piece of the filter string: its kind, text and character offset."""
+
     kind: str  # "atom", "string", "op", "(", ")"
     text: str
     pos: int
@@ -67,6 +69,8 @@ def _tokenize(expr: str) -> list[Token]:
 
 @dataclass(frozen=True)
 class Cmp:
+    """``column op value [unit]``; ``column_pos`` is where the column's first word starts."""
+
     column: str
     column_pos: int
     op: str
@@ -76,6 +80,8 @@ class Cmp:
 
 @dataclass(frozen=True)
 class Bool:
+    """Comparisons (or nested groups) joined by one of ``and`` / ``or``."""
+
     op: str  # "and" / "or"
     parts: tuple[Node, ...]
 
@@ -84,21 +90,31 @@ Node = Cmp | Bool
 
 
 class Parser:
+    """The recursive-descent parser of one filter string (grammar: :mod:`pipeline.query.expr`).
+
+    Raises:
+        FilterSyntaxError: from the constructor (a bad character or an unterminated string)
+            and from :meth:`parse`.
+    """
+
     def __init__(self, expr: str) -> None:
         self.expr = expr
         self.tokens = _tokenize(expr)
         self.i = 0
 
     def fail(self, reason: str) -> FilterSyntaxError:
+        """The error at the current token (or at the end)."""
         if self.i < len(self.tokens):
             tok = self.tokens[self.i]
             return FilterSyntaxError(self.expr, tok.text, tok.pos, reason)
         return FilterSyntaxError(self.expr, "", len(self.expr), reason)
 
     def peek(self) -> Token | None:
+        """The current token; None at the end."""
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
     def keyword(self, word: str) -> bool:
+        """Take the keyword ``word`` if it is next; whether it was."""
         tok = self.peek()
         if tok is not None and tok.kind == "atom" and tok.text.lower() == word:
             self.i += 1
@@ -106,6 +122,7 @@ class Parser:
         return False
 
     def parse(self) -> Node:
+        """The whole string as one tree."""
         if not self.tokens:
             raise self.fail("empty filter")
         node = self.disjunction()
@@ -114,18 +131,21 @@ class Parser:
         return node
 
     def disjunction(self) -> Node:
+        """``conjunction ("or" conjunction)*``."""
         parts = [self.conjunction()]
         while self.keyword("or"):
             parts.append(self.conjunction())
         return parts[0] if len(parts) == 1 else Bool("or", tuple(parts))
 
     def conjunction(self) -> Node:
+        """``comparison ("and" comparison)*``."""
         parts = [self.comparison()]
         while self.keyword("and"):
             parts.append(self.comparison())
         return parts[0] if len(parts) == 1 else Bool("and", tuple(parts))
 
     def comparison(self) -> Node:
+        """``"(" expr ")"`` or ``column op value``."""
         tok = self.peek()
         if tok is not None and tok.kind == "(":
             return self.group()

@@ -119,6 +119,7 @@ def parse_quantity(text: str) -> float:
 
 
 def unit_list() -> str:
+    """The units a quantity may have, for error messages."""
     return "B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB, k, M, G, T, P"
 
 
