@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pipeline.query.quantity import NUMBER, unit_factor, unit_list
+from pipeline.query.quantity import NUMBER, _unit_list, unit_factor
 
 
 class FilterSyntaxError(ValueError):
@@ -210,5 +210,5 @@ def check_units(expr: str, node: Node) -> None:
         )
     if m is not None and m["unit"] and unit_factor(m["unit"]) is None:
         raise FilterSyntaxError(
-            expr, tok.text, tok.pos, f"unknown unit {m['unit']!r} (units: {unit_list()})"
+            expr, tok.text, tok.pos, f"unknown unit {m['unit']!r} (units: {_unit_list()})"
         )

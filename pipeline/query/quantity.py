@@ -113,12 +113,12 @@ def parse_quantity(text: str) -> float:
     if m["unit"]:
         factor = unit_factor(m["unit"])
         if factor is None:
-            raise ValueError(f"unknown unit {m['unit']!r} in {text!r}; units: {unit_list()}")
+            raise ValueError(f"unknown unit {m['unit']!r} in {text!r}; units: {_unit_list()}")
         value *= factor
     return value
 
 
-def unit_list() -> str:
+def _unit_list() -> str:
     """The units a quantity may have, for error messages."""
     return "B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB, k, M, G, T, P"
 

@@ -372,7 +372,7 @@ def _levels(q: Sequence[float] | None) -> np.ndarray:
     return qs
 
 
-def _quantiles(column: pd.Series, name: str, qs: np.ndarray, method: str) -> np.ndarray:
+def _quantiles(column: pd.Series, col: str, qs: np.ndarray, method: str) -> np.ndarray:
     """The ``qs`` quantiles of the column's values (missing ones left out); NaN for no values.
 
     Raises:
@@ -381,7 +381,7 @@ def _quantiles(column: pd.Series, name: str, qs: np.ndarray, method: str) -> np.
     try:
         values = pd.to_numeric(column.dropna(), errors="raise").to_numpy(np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"percentile: column {name!r} is not numeric") from None
+        raise ValueError(f"percentile: column {col!r} is not numeric") from None
     if values.size == 0:
         return np.full(qs.shape, np.nan)
     return np.quantile(values, qs, method=method)  # type: ignore[call-overload,no-any-return]
