@@ -41,28 +41,29 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO
 
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.errors import ConfigError
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.event_schema import EventSchema, load_event_schema
 from pipeline.parsers.events import Event, event_json, parse_event_line, perf_sched_events
-from pipeline.reducers.canonical import Canonical, canonical
-from pipeline.reducers.request_cluster import (
-    Assignment,
-    Clusterer,
-    cluster_all,
-    total_resources,
-)
+from pipeline.reducers.canonical import canonical
+from pipeline.reducers.request_cluster import Assignment, cluster_all, total_resources
 from pipeline.reducers.request_join import Request, RequestParser, merge_streams
-from pipeline.reducers.stitch import (
-    ClockOffset,
-    Endpoint,
-    Stitched,
-    StitchedRequest,
-    Unattached,
-    stitch,
+from pipeline.reducers.stitch import stitch
+from pipeline.report.request_rows import (
+    model_dict,
+    offset_dict,
+    request_dict,
+    stitch_dict,
+    unattached_dict,
+)
+from pipeline.report.request_text import (
+    print_indexed_models,
+    print_model,
+    print_requests,
+    stitch_summary,
 )
 from pipeline.report.workload import indexed_models
 
@@ -98,7 +99,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    x = acts.add_parser("extract", help="requests of event logs, offline")
+    _add_extract(acts.add_parser("extract", help="requests of event logs, offline"))
+    m = acts.add_parser("model", help="the workload models as indexed")
+    m.add_argument("--model", help="only this model (its schema file's name)")
+    m.add_argument("--json", action="store_true", help="one JSON object per model")
+    c = acts.add_parser("convert-perf", help="perf script sched events -> event lines")
+    c.add_argument("FILE", nargs="?", default="-", help="perf script output (default: stdin)")
+
+
+def _add_extract(x: argparse.ArgumentParser) -> None:
     x.add_argument(
         "EVENTS",
         nargs="+",
@@ -116,11 +125,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     x.add_argument("--cluster", action="store_true", help="cluster the requests")
     x.add_argument("--threshold", type=float, default=2.0, help="new-cluster distance (2.0)")
     x.add_argument("--json", action="store_true", help="one JSON object per request")
-    m = acts.add_parser("model", help="the workload models as indexed")
-    m.add_argument("--model", help="only this model (its schema file's name)")
-    m.add_argument("--json", action="store_true", help="one JSON object per model")
-    c = acts.add_parser("convert-perf", help="perf script sched events -> event lines")
-    c.add_argument("FILE", nargs="?", default="-", help="perf script output (default: stdin)")
 
 
 def _events(path: Path, bad: list[ParseError]) -> Iterator[Event]:
@@ -138,87 +142,6 @@ def _events(path: Path, bad: list[ParseError]) -> Iterator[Event]:
 def _kernel(path: Path) -> Iterator[Event]:
     with open(path, "rb") as fh:
         yield from perf_sched_events(fh, str(path))
-
-
-def request_dict(
-    r: Request, c: Canonical, n: int, assignment: Assignment | None, outlier: bool | None
-) -> dict[str, Any]:
-    """One request as JSON-able values (times in ns and ms)."""
-    out: dict[str, Any] = {
-        "request": n,
-        "start_ns": r.start_ns,
-        "end_ns": r.end_ns,
-        "duration_ms": (r.end_ns - r.start_ns) / 1e6,
-        "complete": r.complete,
-        "attributes": {k: list(v) for k, v in r.attributes.items()},
-        "resources": r.resources,
-        "events": [{"ts": e.ts_ns, "ev": e.ev, **e.attrs} for e in r.events],
-        "canonical": c.text(),
-        "critical_path_ms": c.critical_path_ns / 1e6,
-        "threads": c.threads,
-    }
-    if assignment is not None:
-        out |= {"cluster": assignment.cluster, "distance": assignment.distance, "outlier": outlier}
-    return out
-
-
-def model_dict(model: Clusterer, measured: dict[str, float]) -> dict[str, Any]:
-    """The workload model: its clusters (:meth:`Clusterer.summary`), the model error per
-    resource against ``measured`` and the threshold."""
-    return {
-        "clusters": model.summary(),
-        "model_error": model.model_error(measured),
-        "threshold": model.threshold,
-    }
-
-
-def _print_text(out: TextIO, rows: list[dict[str, Any]]) -> None:
-    for row in rows:
-        flag = ""
-        if "cluster" in row:
-            flag = f"  cluster {row['cluster']}{' OUTLIER' if row['outlier'] else ''}"
-        where = f" on {'+'.join(row['machines'])}" if "machines" in row else ""
-        attrs = " ".join(f"{k}={','.join(map(str, v))}" for k, v in row["attributes"].items())
-        out.write(
-            f"request {row['request']}: {row['duration_ms']:.2f} ms, critical path "
-            f"{row['critical_path_ms']:.2f} ms, {len(row['events'])} events{where}"
-            f"{'' if row['complete'] else ' (incomplete)'}{flag}\n"
-            f"  {attrs}\n  {row['canonical']}\n"
-        )
-        for machine, c in row.get("clock_offsets", {}).items():
-            out.write(f"  clock of {machine} minus clock of {row['machine']}: {_offset_text(c)}\n")
-        if row.get("unmatched"):
-            ends = ", ".join(_endpoint_text(e) for e in row["unmatched"])
-            out.write(f"  unmatched: {ends}\n")
-
-
-def _offset_text(c: dict[str, Any]) -> str:
-    def ms(v: int | None) -> str:
-        return "?" if v is None else f"{v / 1e6:+.3f}"
-
-    return (
-        f"{ms(c['offset_ns'])} ms (bounds {ms(c['lower_ns'])} .. {ms(c['upper_ns'])} ms, "
-        f"{c['messages']} messages{'' if c['consistent'] else ', CROSSED'})"
-    )
-
-
-def _endpoint_text(e: dict[str, Any]) -> str:
-    return f"{e['event']} {e['attribute']}={e['value']} on {e['machine']}"
-
-
-def _print_model(out: TextIO, model: dict[str, Any]) -> None:
-    out.write(f"workload model (threshold {model['threshold']:g}):\n")
-    for cl in model["clusters"]:
-        sep = cl["separation"]
-        out.write(
-            f"  cluster {cl['cluster']}: {cl['size']} requests ({cl['share']:.1%}), diameter "
-            f"{cl['diameter']:.3f}, separation {'-' if sep is None else f'{sep:.3f}'}\n"
-            f"    {cl['representative']}\n"
-        )
-    errs = ", ".join(
-        f"{k} {'-' if v is None else f'{v:.2%}'}" for k, v in model["model_error"].items()
-    )
-    out.write(f"  model error: {errs}\n")
 
 
 def _streams(
@@ -277,9 +200,9 @@ def _write(
         if model is not None:
             out.write(json.dumps({"model": model}) + "\n")
     else:
-        _print_text(out, rows)
+        print_requests(out, rows)
         if model is not None:
-            _print_model(out, model)
+            print_model(out, model)
         out.write(summary)
 
 
@@ -308,43 +231,6 @@ def _extract(args: argparse.Namespace) -> int:
     return 2 if bad else 0
 
 
-def offset_dict(c: ClockOffset) -> dict[str, Any]:
-    """A clock offset as JSON-able values (ns)."""
-    return {
-        "offset_ns": c.offset_ns,
-        "lower_ns": c.lower_ns,
-        "upper_ns": c.upper_ns,
-        "messages": c.messages,
-        "consistent": c.consistent,
-    }
-
-
-def endpoint_dict(e: Endpoint) -> dict[str, Any]:
-    """An endpoint as JSON-able values: its event, attribute and value, machine and time."""
-    src, attr, dst = e.sync
-    return {
-        "machine": e.machine,
-        "event": src if e.sends else dst,
-        "attribute": attr,
-        "value": e.value,
-        "sends": e.sends,
-        "ts": e.ts_ns,
-    }
-
-
-def stitch_dict(s: StitchedRequest) -> dict[str, Any]:
-    """What a stitched request adds to :func:`request_dict`: its seed's machine, the machines
-    it spans, their clocks' offsets from the seed machine's, its fragments and unmatched
-    endpoints."""
-    return {
-        "machine": s.machine,
-        "machines": list(s.machines),
-        "clock_offsets": {m: offset_dict(c) for m, c in s.offsets.items()},
-        "fragments": s.fragments,
-        "unmatched": [endpoint_dict(e) for e in s.unmatched],
-    }
-
-
 def _extract_stitched(
     args: argparse.Namespace, schema: EventSchema, streams: dict[str, list[Iterator[Event]]]
 ) -> None:
@@ -363,51 +249,7 @@ def _extract_stitched(
             }
         }
     )
-    _write(args, rows, model, extra, _stitch_summary(result))
-
-
-def unattached_dict(u: Unattached) -> dict[str, Any]:
-    """An unattached fragment as JSON-able values: ``{"unattached": {...}}``."""
-    r = u.fragment.request
-    return {
-        "unattached": {
-            "machine": u.fragment.machine,
-            "reason": str(u.reason),
-            "start_ns": r.start_ns,
-            "end_ns": r.end_ns,
-            "complete": r.complete,
-            "resources": r.resources,
-            "endpoints": [endpoint_dict(e) for e in u.fragment.endpoints],
-            "events": [{"ts": e.ts_ns, "ev": e.ev, **e.attrs} for e in r.events],
-        }
-    }
-
-
-def _stitch_summary(result: Stitched) -> str:
-    lines = [
-        f"clock of {b} minus clock of {a}: {_offset_text(offset_dict(c))}"
-        for (a, b), c in result.clocks.items()
-    ]
-    for u in result.unattached:
-        f = u.fragment
-        ends = ", ".join(_endpoint_text(endpoint_dict(e)) for e in f.endpoints)
-        lines.append(
-            f"unattached fragment of {f.machine} ({u.reason}): {len(f.request.events)} events "
-            f"from ts {f.request.start_ns}; {ends}"
-        )
-    for m, st in result.stats.items():
-        lines.append(
-            f"{m}: {st.events} events, {st.requests} requests, {st.fragments} unseeded "
-            f"fragments kept, {st.dropped_groups} unseeded groups ({st.dropped_events} events) "
-            f"dropped, {st.unknown} events of types the schema does not declare"
-        )
-    reqs = result.requests
-    lines.append(
-        f"{len(reqs)} requests ({sum(not s.request.complete for s in reqs)} incomplete) on "
-        f"{len(result.stats)} machines, {sum(len(s.machines) > 1 for s in reqs)} of them "
-        f"stitched across machines; {len(result.unattached)} fragments unattached"
-    )
-    return "".join(line + "\n" for line in lines)
+    _write(args, rows, model, extra, stitch_summary(result))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -435,38 +277,8 @@ def _model(args: argparse.Namespace) -> int:
         for wm in models:
             out.write(json.dumps(wm) + "\n")
         return 0
-    if not models:
-        which = f"model {args.model!r}" if args.model else "workload model"
-        out.write(f"no {which} indexed yet (events drops index them)\n")
-    for wm in models:
-        snap = wm["snapshot"]
-        when = f", snapshot {snap['@timestamp']} on {snap['host']}" if snap else ""
-        out.write(
-            f"model {wm['model']}: {wm['requests']} requests, {wm['outliers']} outliers, "
-            f"{len(wm['clusters'])} clusters{when}\n"
-        )
-        for cl in wm["clusters"]:
-            sep = cl.get("separation")
-            out.write(
-                f"  cluster {cl['cluster']}: {cl['requests']} requests ({cl['share']:.1%}), "
-                f"{cl['outliers']} outliers, {cl['incomplete']} incomplete, mean "
-                f"{_ms(cl.get('mean_duration_ms'))} (critical path "
-                f"{_ms(cl.get('mean_critical_path_ms'))}), diameter "
-                f"{_num(cl.get('diameter'))}, separation {_num(sep)}\n"
-                f"    {cl.get('representative') or '(not in the latest snapshot yet)'}\n"
-            )
-        if snap and snap["model_error"]:
-            errs = ", ".join(f"{k} {v:.2%}" for k, v in sorted(snap["model_error"].items()))
-            out.write(f"  model error: {errs}\n")
+    print_indexed_models(out, models, args.model)
     return 0
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f} ms"
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3f}"
 
 
 def _convert_perf(path: str, out: BinaryIO) -> int:

@@ -135,16 +135,19 @@ def _print_text(out: TextIO, result: SimResult) -> None:
         out.write(_row(s))
     if result.last is not None:
         out.write("at the end, not converged:\n" + _row(result.last))
+    out.write(_summary_text(result))
+
+
+def _summary_text(result: SimResult) -> str:
     sm = summarise(result.estimates)
     mixed = sum(s.mixed for s in result.estimates)
     if sm.estimates == 0:
-        out.write(
+        return (
             f"no converged estimate in {result.periods} periods: too few clean periods, or "
             "too few items in them, to pin the rate down (the stage is starved most of the "
             "time, or the horizon is short)\n"
         )
-        return
-    out.write(
+    text = (
         f"{sm.estimates} estimate{'' if sm.estimates == 1 else 's'}"
         f"{f' (and {mixed} spanning the change, marked *, left out)' if mixed else ''}: "
         f"median error {_pct(sm.median_error, '+.1%')} (|error| "
@@ -153,10 +156,11 @@ def _print_text(out: TextIO, result: SimResult) -> None:
         f"{_pct(sm.usable_fraction)}; {sm.low_confidence} low confidence\n"
     )
     if sm.low_confidence:
-        out.write(
+        text += (
             "low confidence: few periods were clean (the stage was mostly starved), and clean "
             "periods favour slow service, so the rate is likely too low\n"
         )
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

@@ -226,31 +226,9 @@ class ServiceMonitor:
         share and utilisation, and the bottleneck."""
         bottleneck = self.bottleneck()
         with self._lock:
-            stages = {
-                name: {
-                    "queue": st.queue,
-                    "end": st.end,
-                    "estimate": asdict(st.estimate) if st.estimate is not None else None,
-                    "estimates": st.estimates,
-                    "throughput_per_s": st.throughput(),
-                    "blocked_share": st.blocked_share(),
-                    "utilisation": st.utilisation(),
-                }
-                for name, st in self.stages.items()
-            }
+            stages = {name: _estimated_row(st) for name, st in self.stages.items()}
             for name, bst in self.busy_stages.items():
-                rate = bst.rate()
-                measured = None if rate is None else {"rate_per_s": rate, "confidence": "exact"}
-                stages[name] = {
-                    "queue": None,
-                    "end": None,
-                    "estimate": measured,
-                    "estimates": 0,
-                    "throughput_per_s": None,
-                    "blocked_share": None,
-                    "utilisation": None,
-                    "busy_s": bst.busy_s(),
-                }
+                stages[name] = _measured_row(bst)
         part = self.limiting_part() if bottleneck == "produce" else None
         return {"time": time.time(), "stages": stages, "bottleneck": bottleneck, "within": part}
 
@@ -264,6 +242,36 @@ class ServiceMonitor:
             os.replace(tmp, path)
         except OSError as err:
             log.warning("cannot write %s: %s", path, err)
+
+
+def _estimated_row(st: StageState) -> dict[str, Any]:
+    """A monitored queue end's stage as plain values: its estimate, throughput, blocked share
+    and utilisation."""
+    return {
+        "queue": st.queue,
+        "end": st.end,
+        "estimate": asdict(st.estimate) if st.estimate is not None else None,
+        "estimates": st.estimates,
+        "throughput_per_s": st.throughput(),
+        "blocked_share": st.blocked_share(),
+        "utilisation": st.utilisation(),
+    }
+
+
+def _measured_row(bst: BusyStage) -> dict[str, Any]:
+    """A stage of the main thread as plain values: its measured rate and busy time."""
+    rate = bst.rate()
+    measured = None if rate is None else {"rate_per_s": rate, "confidence": "exact"}
+    return {
+        "queue": None,
+        "end": None,
+        "estimate": measured,
+        "estimates": 0,
+        "throughput_per_s": None,
+        "blocked_share": None,
+        "utilisation": None,
+        "busy_s": bst.busy_s(),
+    }
 
 
 def read_state(state_dir: Path) -> Mapping[str, Any] | None:

@@ -116,34 +116,31 @@ def perf_sched_events(lines: Iterable[bytes | str], path: str) -> Iterator[Event
         if len(m["frac"]) != 9:
             raise ParseError(path, n, "perf times need nanoseconds: run perf script with --ns")
         ts = int(m["sec"]) * 1_000_000_000 + int(m["frac"])
-        fields = dict(_FIELD.findall(m["trace"]))
-        cpu = int(m["cpu"])
         try:
-            if m["event"] == "sched:sched_switch":
-                yield Event(
-                    ts,
-                    "CSwitch",
-                    {
-                        "cpu": cpu,
-                        "prev_tid": int(fields["prev_pid"]),
-                        "prev_state": fields.get("prev_state", ""),
-                        "next_tid": int(fields["next_pid"]),
-                    },
-                    n,
-                )
-            else:
-                yield Event(
-                    ts,
-                    "Wakeup",
-                    {
-                        "cpu": cpu,
-                        "tid": int(fields["pid"]),
-                        "target_cpu": int(fields.get("target_cpu", cpu)),
-                    },
-                    n,
-                )
+            yield Event(ts, *_sched_attrs(m["event"], int(m["cpu"]), m["trace"]), n)
         except (KeyError, ValueError) as err:
             raise ParseError(path, n, f"{m['event']} without a usable field {err}") from None
+
+
+def _sched_attrs(event: str, cpu: int, trace: str) -> tuple[str, dict[str, Any]]:
+    """The event name and attributes of one sched sample's trace fields.
+
+    Raises:
+        KeyError, ValueError: a field missing or not a number.
+    """
+    fields = dict(_FIELD.findall(trace))
+    if event == "sched:sched_switch":
+        return "CSwitch", {
+            "cpu": cpu,
+            "prev_tid": int(fields["prev_pid"]),
+            "prev_state": fields.get("prev_state", ""),
+            "next_tid": int(fields["next_pid"]),
+        }
+    return "Wakeup", {
+        "cpu": cpu,
+        "tid": int(fields["pid"]),
+        "target_cpu": int(fields.get("target_cpu", cpu)),
+    }
 
 
 def event_json(e: Event) -> bytes:

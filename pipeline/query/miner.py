@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pandas as pd  # type: ignore[import-untyped]
 from elasticsearch import Elasticsearch
@@ -50,6 +50,15 @@ def to_timestamp(value: TimeLike) -> pd.Timestamp:
 
 def _iso(ts: pd.Timestamp) -> str:
     return str(ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
+
+
+class Selection(TypedDict, total=False):
+    """What a load reads of a table: the keyword arguments of :meth:`IOMiner.load` and
+    :meth:`IOMiner.iter_frames` (each may be left out or None: everything)."""
+
+    columns: Sequence[str] | None
+    job_ids: Sequence[str | int] | None
+    query: Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -161,14 +170,7 @@ class IOMiner:
         """
         return table(table_name).index(self.namespace)
 
-    def load(
-        self,
-        table_name: str,
-        *,
-        columns: Sequence[str] | None = None,
-        job_ids: Sequence[str | int] | None = None,
-        query: Mapping[str, Any] | None = None,
-    ) -> Tuples:
+    def load(self, table_name: str, **selection: Unpack[Selection]) -> Tuples:
         """All rows of a table in the period, as :class:`~pipeline.query.tuples.Tuples`.
 
         Seed 004 Algorithm 1 lines 6-12. Rows come in ``@timestamp`` order; columns follow
@@ -193,7 +195,7 @@ class IOMiner:
             ClusterUnavailable: the cluster cannot answer now
                 (:class:`pipeline.sink.search.ClusterUnavailable`).
         """
-        plan = self._plan(table_name, columns, job_ids, query)
+        plan = self._plan(table_name, **selection)
         rows = [
             flatten(hit.get("_source", {}), plan.table)
             for page in self._pages(plan)
@@ -203,12 +205,7 @@ class IOMiner:
         return Tuples(df, table=plan.table.name)
 
     def iter_frames(
-        self,
-        table_name: str,
-        *,
-        columns: Sequence[str] | None = None,
-        job_ids: Sequence[str | int] | None = None,
-        query: Mapping[str, Any] | None = None,
+        self, table_name: str, **selection: Unpack[Selection]
     ) -> Generator[pd.DataFrame, None, None]:
         """The rows of :meth:`load` as one DataFrame per page of ``page_size`` hits.
 
@@ -220,7 +217,7 @@ class IOMiner:
         Raises:
             The same as :meth:`load`.
         """
-        plan = self._plan(table_name, columns, job_ids, query)
+        plan = self._plan(table_name, **selection)
         for page in self._pages(plan):
             rows = [flatten(hit.get("_source", {}), plan.table) for hit in page]
             yield frame(rows, plan.table, columns=plan.columns, dates=plan.dates)
@@ -241,53 +238,26 @@ class IOMiner:
     def _plan(
         self,
         table_name: str,
-        columns: Sequence[str] | None,
-        job_ids: Sequence[str | int] | None,
-        query: Mapping[str, Any] | None,
+        *,
+        columns: Sequence[str] | None = None,
+        job_ids: Sequence[str | int] | None = None,
+        query: Mapping[str, Any] | None = None,
     ) -> _Plan:
+        """What to ask for one load: the index, the query, the ``_source`` paths, the columns
+        and which of them are dates (from the data stream's field capabilities)."""
         tbl = table(table_name)
         index = tbl.index(self.namespace)
         if job_ids is not None and tbl.job_id_field is None:
             raise ValueError(f"table {tbl.name} has no job id to select by")
         caps = field_caps(self.client, index)
         fields = data_fields(caps)
-        paths: dict[str, str] = {}
-        for path in sorted(fields):
-            col = tbl.column_of(path)
-            if col is not None:
-                paths.setdefault(col, path)
-        for col in tbl.columns:
-            paths.setdefault(col, tbl.path_of(col))
-        dates = frozenset(
-            paths_col
-            for path, types in fields.items()
-            if types & {"date", "date_nanos"} and (paths_col := tbl.column_of(path)) is not None
-        )
-        wanted: list[str] | None = None
-        source: list[str] | None = None
-        if columns is not None:
-            wanted = []
-            for name in columns:
-                col = normalize(name)
-                if col not in paths:
-                    extra = sorted(c for c in paths if c not in tbl.columns)
-                    raise ColumnError(name, [*tbl.columns, *extra], f"table {tbl.name}")
-                wanted.append(col)
-            source = list(dict.fromkeys(paths[c] for c in wanted))
+        paths = _column_paths(tbl, fields)
+        dates = _date_columns(tbl, fields)
+        wanted = None if columns is None else _wanted(tbl, paths, columns)
+        source = None if wanted is None else list(dict.fromkeys(paths[c] for c in wanted))
         filters: list[dict[str, Any]] = []
         if self._range is not None:
-            lo, hi = self._range
-            filters.append(
-                {
-                    "range": {
-                        "@timestamp": {
-                            "gte": _iso(lo),
-                            "lt": _iso(hi),
-                            "format": "strict_date_optional_time",
-                        }
-                    }
-                }
-            )
+            filters.append(_period_filter(*self._range))
         if job_ids is not None and tbl.job_id_field is not None:
             field = sortable(caps, tbl.job_id_field) or tbl.job_id_field
             filters.append({"terms": {field: [str(j) for j in job_ids]}})
@@ -295,3 +265,50 @@ class IOMiner:
             filters.append(dict(query))
         body = {"bool": {"filter": filters}} if filters else {"match_all": {}}
         return _Plan(tbl, index, body, source, wanted, dates, caps)
+
+
+def _column_paths(tbl: Table, fields: Mapping[str, set[str]]) -> dict[str, str]:
+    """Column -> the document path it is read from: the indexed fields first (in path order),
+    then the table's contract columns that no indexed field gives."""
+    paths: dict[str, str] = {}
+    for path in sorted(fields):
+        col = tbl.column_of(path)
+        if col is not None:
+            paths.setdefault(col, path)
+    for col in tbl.columns:
+        paths.setdefault(col, tbl.path_of(col))
+    return paths
+
+
+def _date_columns(tbl: Table, fields: Mapping[str, set[str]]) -> frozenset[str]:
+    """The columns of fields the cluster maps as ``date`` or ``date_nanos``."""
+    return frozenset(
+        paths_col
+        for path, types in fields.items()
+        if types & {"date", "date_nanos"} and (paths_col := tbl.column_of(path)) is not None
+    )
+
+
+def _wanted(tbl: Table, paths: Mapping[str, str], columns: Sequence[str]) -> list[str]:
+    """The requested ``columns`` normalised.
+
+    Raises:
+        ColumnError: a column the table does not have.
+    """
+    wanted: list[str] = []
+    for name in columns:
+        col = normalize(name)
+        if col not in paths:
+            extra = sorted(c for c in paths if c not in tbl.columns)
+            raise ColumnError(name, [*tbl.columns, *extra], f"table {tbl.name}")
+        wanted.append(col)
+    return wanted
+
+
+def _period_filter(lo: pd.Timestamp, hi: pd.Timestamp) -> dict[str, Any]:
+    """The ``range`` clause of ``lo <= @timestamp < hi``."""
+    return {
+        "range": {
+            "@timestamp": {"gte": _iso(lo), "lt": _iso(hi), "format": "strict_date_optional_time"}
+        }
+    }

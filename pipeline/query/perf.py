@@ -164,28 +164,12 @@ def perf_factors(df: pd.DataFrame, low: float, high: float, direction: str) -> p
         ColumnError: a needed column is missing (the message lists those present).
         ValueError: an unknown direction, or bounds that are NaN or with ``low > high``.
     """
-    if direction not in _INTERVALS:
-        raise ValueError(f"direction must be read, write or both, not {direction!r}")
-    if math.isnan(low) or math.isnan(high) or low > high:
-        raise ValueError(f"bandwidth bounds must satisfy low <= high, not {low}, {high}")
-    if "job_id" not in df.columns:
-        raise ColumnError("job_id", [str(c) for c in df.columns], "extract_perf_factors")
-    needed = ["name", *_INTERVALS[direction], *_BYTES[direction], *_COUNTS, *_MAXIMA, "osts"]
-    found = {n: _file_column(df, n) for n in needed}
-    found["log_id"] = _file_column(df, "log_id", required=False)
-    present = {n: c for n, c in found.items() if c is not None}
-    same = _same_log(df)
-    rows_in = df if same is None else df[same]
-    files = rows_in[["job_id", *present.values()]].set_axis(["job_id", *present], axis=1)
+    _check_arguments(df, low, high, direction)
+    files, mixed_logs = _file_rows(df, direction)
     rows = []
     for job_id, part in files.groupby("job_id", sort=True):
-        if "log_id" in present and part["log_id"].nunique() > 1:
-            log.warning(
-                "job %s: files from %d Darshan logs share one time axis here, but their times "
-                "are relative to each log's start; filter on log_id to analyse them apart",
-                job_id,
-                part["log_id"].nunique(),
-            )
+        if mixed_logs:
+            _warn_mixed_logs(job_id, part)
         row = _job_row(job_id, part, cast(Direction, direction))
         if row is not None and low <= row["bandwidth_bytes_per_s"] < high:
             rows.append(row)
@@ -194,3 +178,41 @@ def perf_factors(df: pd.DataFrame, low: float, high: float, direction: str) -> p
         out[f] = out[f].astype(np.float64)
     out["ost_count"] = out["ost_count"].astype(np.int64)
     return out
+
+
+def _check_arguments(df: pd.DataFrame, low: float, high: float, direction: str) -> None:
+    """Raise what :func:`perf_factors` raises for a bad direction, bounds or missing job id."""
+    if direction not in _INTERVALS:
+        raise ValueError(f"direction must be read, write or both, not {direction!r}")
+    if math.isnan(low) or math.isnan(high) or low > high:
+        raise ValueError(f"bandwidth bounds must satisfy low <= high, not {low}, {high}")
+    if "job_id" not in df.columns:
+        raise ColumnError("job_id", [str(c) for c in df.columns], "extract_perf_factors")
+
+
+def _warn_mixed_logs(job_id: Any, part: pd.DataFrame) -> None:
+    """Warn when a job's files come from several Darshan logs (times relative to each)."""
+    if part["log_id"].nunique() > 1:
+        log.warning(
+            "job %s: files from %d Darshan logs share one time axis here, but their times "
+            "are relative to each log's start; filter on log_id to analyse them apart",
+            job_id,
+            part["log_id"].nunique(),
+        )
+
+
+def _file_rows(df: pd.DataFrame, direction: str) -> tuple[pd.DataFrame, bool]:
+    """``job_id`` and the file columns the analysis of ``direction`` needs, under their bare
+    names, rows of one Darshan log per file only; and whether ``log_id`` is among them.
+
+    Raises:
+        ColumnError: a needed column is missing.
+    """
+    needed = ["name", *_INTERVALS[direction], *_BYTES[direction], *_COUNTS, *_MAXIMA, "osts"]
+    found = {n: _file_column(df, n) for n in needed}
+    found["log_id"] = _file_column(df, "log_id", required=False)
+    present = {n: c for n, c in found.items() if c is not None}
+    same = _same_log(df)
+    rows_in = df if same is None else df[same]
+    files = rows_in[["job_id", *present.values()]].set_axis(["job_id", *present], axis=1)
+    return files, "log_id" in present

@@ -195,12 +195,18 @@ def iter_pages(
             if pit_id is not None:
                 yield from _pit_pages(client, pit_id, query, source, page_size, keep_alive)
             return
-    caps = field_caps(client, index) if caps is None else caps
+    sort = _fallback_sort(field_caps(client, index) if caps is None else caps, keys)
+    hits = iter_hits(client, index, query, sort, source=source, page_size=page_size)
+    yield from _batched(hits, page_size)
+
+
+def _fallback_sort(caps: FieldCaps, keys: Sequence[str]) -> list[dict[str, Any]]:
+    """The plain ``search_after`` order: ``@timestamp``, then the sortable ``keys``, then
+    ``_doc``."""
     sort: list[dict[str, Any]] = [{"@timestamp": {"order": "asc"}}]
     for key in keys:
         field = sortable(caps, key)
         if field is not None:
             sort.append({field: {"order": "asc", "unmapped_type": "keyword"}})
     sort.append({"_doc": {"order": "asc"}})
-    hits = iter_hits(client, index, query, sort, source=source, page_size=page_size)
-    yield from _batched(hits, page_size)
+    return sort

@@ -285,15 +285,17 @@ def frame(
     Returns:
         The frame; with no rows it has the columns and no rows.
     """
-    if columns is None:
-        seen = dict.fromkeys(tbl.columns)
-        for row in rows:
-            seen.update(dict.fromkeys(row))
-        order = list(seen)
-    else:
-        order = list(columns)
+    order = _column_order(rows, tbl) if columns is None else list(columns)
     df = pd.DataFrame(list(rows), columns=order)
     for col in {"timestamp", *dates}:
         if col in df.columns:
             df[col] = to_utc(df[col])
     return df
+
+
+def _column_order(rows: Sequence[Mapping[str, Any]], tbl: Table) -> list[str]:
+    """The table's contract columns, then the rows' others in order of first appearance."""
+    seen = dict.fromkeys(tbl.columns)
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    return list(seen)

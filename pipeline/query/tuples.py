@@ -202,21 +202,10 @@ class Tuples:
         """
         keys = [self._col(c, "group") for c in _as_list(by)]
         value_name = normalize(name) if name is not None else _udf_name(udf)
-        rows: list[dict[str, Any]] = []
-        for key, part in self._df.groupby(keys, sort=True, dropna=True):
-            key_values = key if isinstance(key, tuple) else (key,)
-            out = udf(part.reset_index(drop=True))
-            if isinstance(out, pd.Series):
-                out = out.to_dict()
-            values = (
-                {normalize(str(k)): v for k, v in out.items()}
-                if isinstance(out, Mapping)
-                else {value_name: out}
-            )
-            clash = set(values) & set(keys)
-            if clash:
-                raise ValueError(f"group result {sorted(clash)} would overwrite key columns")
-            rows.append(dict(zip(keys, key_values, strict=True)) | values)
+        rows = [
+            _group_row(keys, key, part, udf, value_name)
+            for key, part in self._df.groupby(keys, sort=True, dropna=True)
+        ]
         if not rows:
             return Tuples(pd.DataFrame(columns=[*keys, value_name]), None)
         return Tuples(pd.DataFrame(rows), None)
@@ -255,15 +244,7 @@ class Tuples:
             other._col(k, "join, right side")
         if suffixes is None:
             suffixes = ("", f"_{_alias(other.table)}")
-        left, right = self._df, other._df
-        for k in keys:
-            if _is_text(left[k]) != _is_text(right[k]):
-                left = left.assign(**{k: _as_text(left[k])})
-                right = right.assign(**{k: _as_text(right[k])})
-        try:
-            merged = left.merge(right, on=keys, how=how, suffixes=suffixes)
-        except pd.errors.MergeError as err:
-            raise ValueError(f"join: {err}") from None
+        merged = _merge(self._df, other._df, keys, how, suffixes)
         if merged.columns.duplicated().any():
             dup = sorted({str(c) for c in merged.columns[merged.columns.duplicated()]})
             raise ValueError(f"join: suffixes {suffixes} leave duplicate columns {dup}")
@@ -296,17 +277,8 @@ class Tuples:
             ValueError: a quantile outside [0, 1], or a column that is not numeric.
         """
         col = self._col(column, "percentile")
-        qs = np.asarray(DEFAULT_Q if q is None else list(q), dtype=np.float64)
-        if qs.ndim != 1 or qs.size == 0 or not np.all((qs >= 0) & (qs <= 1)):
-            raise ValueError(f"quantiles must be a non-empty list within [0, 1], not {q!r}")
-        try:
-            values = pd.to_numeric(self._df[col].dropna(), errors="raise").to_numpy(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"percentile: column {col!r} is not numeric") from None
-        if values.size == 0:
-            result = np.full(qs.shape, np.nan)
-        else:
-            result = np.quantile(values, qs, method=method)  # type: ignore[call-overload]
+        qs = _levels(q)
+        result = _quantiles(self._df[col], col, qs, method)
         return self._new(pd.DataFrame({"q": qs, col: result}))
 
     def extract_perf_factors(
@@ -341,3 +313,75 @@ def _alias(table: str | None) -> str:
 
 def _as_text(s: pd.Series) -> pd.Series:
     return s.map(lambda v: v if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
+
+
+def _group_row(
+    keys: list[str], key: Any, part: pd.DataFrame, udf: Callable[[pd.DataFrame], Any], name: str
+) -> dict[str, Any]:
+    """The row of one group: its key values, then what ``udf`` made of its rows (a scalar
+    named ``name``, or a dict / Series of named values).
+
+    Raises:
+        ValueError: a result name equal to a key column.
+    """
+    key_values = key if isinstance(key, tuple) else (key,)
+    out = udf(part.reset_index(drop=True))
+    if isinstance(out, pd.Series):
+        out = out.to_dict()
+    values = (
+        {normalize(str(k)): v for k, v in out.items()} if isinstance(out, Mapping) else {name: out}
+    )
+    clash = set(values) & set(keys)
+    if clash:
+        raise ValueError(f"group result {sorted(clash)} would overwrite key columns")
+    return dict(zip(keys, key_values, strict=True)) | values
+
+
+def _merge(
+    left: pd.DataFrame,
+    right: pd.DataFrame,
+    keys: list[str],
+    how: str,
+    suffixes: tuple[str, str],
+) -> pd.DataFrame:
+    """``left`` and ``right`` merged on ``keys``, a key compared as text when one side holds
+    text and the other not.
+
+    Raises:
+        ValueError: pandas refused the merge.
+    """
+    for k in keys:
+        if _is_text(left[k]) != _is_text(right[k]):
+            left = left.assign(**{k: _as_text(left[k])})
+            right = right.assign(**{k: _as_text(right[k])})
+    try:
+        return left.merge(right, on=keys, how=how, suffixes=suffixes)
+    except pd.errors.MergeError as err:
+        raise ValueError(f"join: {err}") from None
+
+
+def _levels(q: Sequence[float] | None) -> np.ndarray:
+    """The quantile levels asked for (default :data:`DEFAULT_Q`) as an array.
+
+    Raises:
+        ValueError: none, or one outside [0, 1].
+    """
+    qs = np.asarray(DEFAULT_Q if q is None else list(q), dtype=np.float64)
+    if qs.ndim != 1 or qs.size == 0 or not np.all((qs >= 0) & (qs <= 1)):
+        raise ValueError(f"quantiles must be a non-empty list within [0, 1], not {q!r}")
+    return qs
+
+
+def _quantiles(column: pd.Series, col: str, qs: np.ndarray, method: str) -> np.ndarray:
+    """The ``qs`` quantiles of the column's values (missing ones left out); NaN for no values.
+
+    Raises:
+        ValueError: the column is not numeric.
+    """
+    try:
+        values = pd.to_numeric(column.dropna(), errors="raise").to_numpy(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"percentile: column {col!r} is not numeric") from None
+    if values.size == 0:
+        return np.full(qs.shape, np.nan)
+    return np.quantile(values, qs, method=method)  # type: ignore[call-overload,no-any-return]

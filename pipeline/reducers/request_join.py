@@ -30,122 +30,30 @@ lines whose requests are delivered (DESIGN.md, delivery promise).
 
 from __future__ import annotations
 
-import heapq
 import itertools
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from pipeline.parsers.event_schema import Bind, EventSchema
+from pipeline.parsers.event_schema import Bind, EventSchema, EventType
 from pipeline.parsers.events import Event
+from pipeline.reducers.event_order import ReorderQueue, merge_streams, reorder
+from pipeline.reducers.line_holds import LineHolds
+from pipeline.reducers.request_record import CpuSlice, Key, Request, hashable, join_attributes
 
-Key = tuple[str, Hashable]
-"""A valid-interval's ``(domain, value)``."""
-
-
-def hashable(v: Any) -> Hashable:
-    """An attribute value as a hash-table key: scalars as they are, anything else (a list, a
-    mapping) by its ``repr``."""
-    return v if isinstance(v, str | int | float | bool) or v is None else repr(v)
-
-
-def join_attributes(events: Iterable[Event], schema: EventSchema) -> dict[str, tuple[Any, ...]]:
-    """Join attribute name -> the values it bound in ``events``, in first-seen order."""
-    out: dict[str, dict[Hashable, None]] = {}
-    for e in events:
-        etype = schema.events.get(e.ev)
-        if etype is None:
-            continue
-        for name in etype.attrs:
-            if name in e.attrs:
-                out.setdefault(name, {})[hashable(e.attrs[name])] = None
-    return {name: tuple(values) for name, values in out.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class CpuSlice:
-    """Time a thread ran on behalf of a request (from context switches), ns."""
-
-    tid: int
-    start_ns: int
-    end_ns: int
-
-
-class LineHolds:
-    """Reference counts of input lines (by line number) that are still needed.
-
-    Whoever needs a line takes a hold on it and drops the hold when done; when the last hold of
-    a line is dropped the line is *released* (:meth:`pop_released`): nothing derived from it is
-    pending any more, so once its documents are acknowledged its offset may be committed.
-    """
-
-    def __init__(self) -> None:
-        self._n: dict[int, int] = {}
-        self._released: list[int] = []
-
-    def take(self, line_no: int) -> None:
-        """One more hold on ``line_no``."""
-        self._n[line_no] = self._n.get(line_no, 0) + 1
-
-    def drop(self, line_no: int) -> None:
-        """Drop one hold on ``line_no``.
-
-        Raises:
-            KeyError: ``line_no`` holds nothing.
-        """
-        n = self._n[line_no] - 1
-        if n:
-            self._n[line_no] = n
-        else:
-            del self._n[line_no]
-            self._released.append(line_no)
-
-    def held(self, line_no: int) -> int:
-        """Holds on ``line_no`` (0 when released or never taken)."""
-        return self._n.get(line_no, 0)
-
-    def __len__(self) -> int:
-        return len(self._n)
-
-    def pop_released(self) -> list[int]:
-        """Lines released since the last call, in the order they were released."""
-        out, self._released = self._released, []
-        return out
-
-
-@dataclass(frozen=True)
-class Request:
-    """One extracted request.
-
-    Attributes:
-        events: its events in timestamp order (synthetic ``<ev>Start`` ones included).
-        start_ns / end_ns: its first and last event's timestamp.
-        attributes: join attribute name -> the values it bound, in first-seen order.
-        resources: resource name -> total (``cpu_ns``, ``disk_bytes``, ``net_bytes``...;
-            ``sched_cpu_ns``: CPU from context switches), every resource of the schema present.
-        cpu: the running slices charged to it, in time order.
-        complete: False when it was flushed with intervals still open (timeout, end of input).
-        seeds: seed events it holds (1 for a well-formed request).
-        seed: the first of them.
-        kernel_lines: line numbers of the context switches whose slices were charged to it.
-    """
-
-    events: tuple[Event, ...]
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, tuple[Any, ...]]
-    resources: dict[str, float]
-    cpu: tuple[CpuSlice, ...]
-    complete: bool
-    seeds: int
-    seed: Event
-    kernel_lines: tuple[int, ...] = ()
-
-    @property
-    def lines(self) -> tuple[int, ...]:
-        """Every input line it derives from (its events' and the charged context switches'),
-        ascending."""
-        return tuple(sorted({e.line_no for e in self.events} | set(self.kernel_lines)))
+__all__ = [
+    "CpuSlice",
+    "Key",
+    "LineHolds",
+    "ParserStats",
+    "ReorderQueue",
+    "Request",
+    "RequestParser",
+    "extract",
+    "hashable",
+    "join_attributes",
+    "merge_streams",
+    "reorder",
+]
 
 
 @dataclass(eq=False, slots=True)
@@ -213,15 +121,7 @@ class RequestParser:
         self._timeout_ns = int(opts.timeout_s * 1e9)
         self._next_sweep = 0
         self._thread_attr = opts.thread_attr
-        self._thread_domain = next(
-            (
-                a.domain
-                for t in schema.events.values()
-                for name, a in t.attrs.items()
-                if name == opts.thread_attr
-            ),
-            "Thread",
-        )
+        self._thread_domain = _thread_domain(schema)
         self._running: dict[int, tuple[int, int, int]] = {}  # cpu -> (tid, since ns, line)
         self._on_cpu: dict[int, int] = {}  # tid -> cpu
         # tid -> (since ns, line): a thread seen running by its own event, its switch-in unseen
@@ -316,32 +216,15 @@ class RequestParser:
             self._switch(e)
             return out
         self._checkpoint(e)
-        starts: list[Key] = []
-        stops: list[Key] = []
-        owners: list[_Graph] = []
-        for name, attr in etype.attrs.items():
-            if name not in e.attrs:
-                continue
-            key = (attr.domain, hashable(e.attrs[name]))
-            if attr.bind is Bind.START:
-                starts.append(key)
-                continue
-            owner = self._live.get(key)
-            if owner is not None and owner not in owners:
-                owners.append(owner)
-            if attr.bind is Bind.STOP:
-                stops.append(key)
+        starts, stops, owners = self._bindings(etype, e)
         root = self._merge(owners)
-        root.events.append((e.ts_ns, next(self._order), e))
-        if self._holds is not None:
-            self._holds.take(e.line_no)
-        root.last_ns = max(root.last_ns, e.ts_ns)
-        if etype.seed:
-            root.seeds += 1
-        for attr_name, resource in etype.resource_keys:
-            v = e.attrs.get(attr_name)
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                root.resources[resource] = root.resources.get(resource, 0.0) + v
+        self._add(root, etype, e)
+        return out + self._rebind(root, starts, stops)
+
+    def _rebind(self, root: _Graph, starts: list[Key], stops: list[Key]) -> list[Request]:
+        """Open ``starts`` in ``root`` (closing each in its old owner) and close ``stops``; the
+        requests that completed."""
+        out: list[Request] = []
         for key in starts:
             old = self._live.get(key)
             if old is not None and old is not root:
@@ -359,6 +242,38 @@ class RequestParser:
         else:
             out += self._finish(root, complete=True)
         return out
+
+    def _bindings(self, etype: EventType, e: Event) -> tuple[list[Key], list[Key], list[_Graph]]:
+        """The intervals ``e`` opens and stops, and the sub-graphs owning those it reaches."""
+        starts: list[Key] = []
+        stops: list[Key] = []
+        owners: list[_Graph] = []
+        for name, attr in etype.attrs.items():
+            if name not in e.attrs:
+                continue
+            key = (attr.domain, hashable(e.attrs[name]))
+            if attr.bind is Bind.START:
+                starts.append(key)
+                continue
+            owner = self._live.get(key)
+            if owner is not None and owner not in owners:
+                owners.append(owner)
+            if attr.bind is Bind.STOP:
+                stops.append(key)
+        return starts, stops, owners
+
+    def _add(self, root: _Graph, etype: EventType, e: Event) -> None:
+        """``e`` joined to ``root``: held, counted as a seed, its resources summed."""
+        root.events.append((e.ts_ns, next(self._order), e))
+        if self._holds is not None:
+            self._holds.take(e.line_no)
+        root.last_ns = max(root.last_ns, e.ts_ns)
+        if etype.seed:
+            root.seeds += 1
+        for attr_name, resource in etype.resource_keys:
+            v = e.attrs.get(attr_name)
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                root.resources[resource] = root.resources.get(resource, 0.0) + v
 
     def _merge(self, owners: list[_Graph]) -> _Graph:
         if not owners:
@@ -395,21 +310,23 @@ class RequestParser:
         self.stats.requests += 1
         if not complete:
             self.stats.incomplete += 1
+        return [self._request(g, complete)]
+
+    def _request(self, g: _Graph, complete: bool) -> Request:
+        """The request of the seeded sub-graph ``g``."""
         events = tuple(ev for _t, _o, ev in sorted(g.events, key=_by_time))
-        return [
-            Request(
-                events,
-                events[0].ts_ns,
-                events[-1].ts_ns,
-                join_attributes(events, self.schema),
-                {r: g.resources.get(r, 0.0) for r in self._resources},
-                tuple(sorted(g.cpu, key=lambda c: c.start_ns)),
-                complete,
-                g.seeds,
-                next(ev for ev in events if self.schema.events[ev.ev].seed),
-                tuple(sorted(g.kernel_lines)),
-            )
-        ]
+        return Request(
+            events,
+            events[0].ts_ns,
+            events[-1].ts_ns,
+            join_attributes(events, self.schema),
+            {r: g.resources.get(r, 0.0) for r in self._resources},
+            tuple(sorted(g.cpu, key=lambda c: c.start_ns)),
+            complete,
+            g.seeds,
+            next(ev for ev in events if self.schema.events[ev.ev].seed),
+            tuple(sorted(g.kernel_lines)),
+        )
 
     def _sweep(self, now_ns: int) -> list[Request]:
         """Flush sub-graphs idle for longer than the timeout."""
@@ -458,78 +375,14 @@ def extract(events: Iterable[Event], schema: EventSchema) -> Iterator[Request]:
     yield from parser.close()
 
 
-# -- ordering ------------------------------------------------------------------------------
-
-
-class ReorderQueue:
-    """One source's events put back in timestamp order (seed 002, 3: the ~1 s reorder queue).
-
-    :meth:`push` returns the events that can no longer be preceded by a later arrival: those
-    stamped ``window_ns`` or more before the newest event seen. An event of a type with
-    ``start_attr`` (posted at the end of an operation) also queues a synthetic ``<ev>Start``
-    event, stamped with that attribute's value and carrying the same line number. Events later
-    than the window allows are passed on at the next push, out of order.
-
-    Args:
-        window_ns: the reorder window, ns.
-        schema: for ``start_attr``; None: no synthetic events.
-        holds: when given, each queued event holds its line until the caller, having fed it
-            on, drops the hold.
-    """
-
-    def __init__(
-        self, window_ns: int, schema: EventSchema | None = None, holds: LineHolds | None = None
-    ) -> None:
-        self.window_ns = window_ns
-        self.schema = schema
-        self._holds = holds
-        self.newest = -1
-        """Timestamp of the newest event pushed, ns (-1 before the first)."""
-        self._heap: list[tuple[int, int, Event]] = []
-        self._order = itertools.count()
-
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def push(self, e: Event) -> list[Event]:
-        """Queue ``e`` (and its synthetic start); the events now due, in timestamp order."""
-        heapq.heappush(self._heap, (e.ts_ns, next(self._order), e))
-        if self._holds is not None:
-            self._holds.take(e.line_no)
-        if self.schema is not None:
-            etype = self.schema.events.get(e.ev)
-            if etype is not None and etype.start_attr is not None:
-                start = e.attrs.get(etype.start_attr)
-                if isinstance(start, int) and not isinstance(start, bool):
-                    attrs = {k: v for k, v in e.attrs.items() if k != etype.start_attr}
-                    synthetic = Event(start, f"{e.ev}Start", attrs, e.line_no)
-                    heapq.heappush(self._heap, (start, next(self._order), synthetic))
-                    if self._holds is not None:
-                        self._holds.take(e.line_no)
-        self.newest = max(self.newest, e.ts_ns)
-        due: list[Event] = []
-        while self._heap and self._heap[0][0] <= self.newest - self.window_ns:
-            due.append(heapq.heappop(self._heap)[2])
-        return due
-
-    def drain(self) -> list[Event]:
-        """Every queued event, in timestamp order (end of input, or a quiet source)."""
-        return [heapq.heappop(self._heap)[2] for _ in range(len(self._heap))]
-
-
-def reorder(
-    events: Iterable[Event], window_ns: int, schema: EventSchema | None = None
-) -> Iterator[Event]:
-    """One source's events in timestamp order through a :class:`ReorderQueue`."""
-    queue = ReorderQueue(window_ns, schema)
-    for e in events:
-        yield from queue.push(e)
-    yield from queue.drain()
-
-
-def merge_streams(streams: Iterable[Iterable[Event]], schema: EventSchema) -> Iterator[Event]:
-    """Several sources of one machine (an application log, a kernel log...) as one
-    time-ordered stream: each through :func:`reorder` with the schema's window, then merged."""
-    window = int(schema.parser.reorder_window_ms * 1e6)
-    ordered = [reorder(s, window, schema) for s in streams]
-    return heapq.merge(*ordered, key=lambda e: e.ts_ns)
+def _thread_domain(schema: EventSchema) -> str:
+    """The domain of the schema's thread attribute (``Thread`` when no event type binds it)."""
+    return next(
+        (
+            a.domain
+            for t in schema.events.values()
+            for name, a in t.attrs.items()
+            if name == schema.parser.thread_attr
+        ),
+        "Thread",
+    )

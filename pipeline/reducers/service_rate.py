@@ -26,254 +26,36 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
 
+from pipeline.reducers.queue_sampling import HISTORY, PeriodTuner, QueueEnd
+from pipeline.reducers.rate_filters import (
+    GAUSSIAN_TAPS,
+    LOG_TAPS,
+    Moments,
+    gaussian_taps,
+    log_taps,
+)
+
+__all__ = [
+    "GAUSSIAN_TAPS",
+    "HISTORY",
+    "LOG_TAPS",
+    "WINDOW",
+    "Confidence",
+    "Estimate",
+    "Moments",
+    "PeriodTuner",
+    "QueueEnd",
+    "ServiceRateEstimator",
+    "gaussian_taps",
+    "log_taps",
+]
+
 WINDOW = 16
 """Accepted periods in the smoothing window (RaftLib ``WINDOW_SIZE``)."""
-
-HISTORY = 5
-"""Periods of blocking history the period tuner looks at (RaftLib ``NUMFRAMES``)."""
-
-
-def gaussian_taps(radius: int = 2, sigma: float = 1.0) -> tuple[float, ...]:
-    """Normalised Gaussian weights ``exp(-x^2 / (2 sigma^2))`` for ``x = -radius..radius``.
-
-    Shape ``(2 * radius + 1,)``, summing to 1 (RaftLib's weights are not normalised and would
-    bias every rate by -0.9 %; reference B.2, B.3 step 7).
-
-    Raises:
-        ValueError: ``radius < 0`` or ``sigma <= 0``.
-    """
-    if radius < 0 or sigma <= 0:
-        raise ValueError(f"need radius >= 0 and sigma > 0, got {radius}, {sigma}")
-    raw = [math.exp(-(x * x) / (2 * sigma * sigma)) for x in range(-radius, radius + 1)]
-    total = math.fsum(raw)
-    return tuple(w / total for w in raw)
-
-
-def log_taps(radius: int = 1, sigma: float = 0.5) -> tuple[float, ...]:
-    """Mean-centred Laplacian-of-Gaussian weights for ``x = -radius..radius``.
-
-    The second derivative of the unit-area Gaussian, ``g(x) (x^2 - sigma^2) / sigma^4``, minus
-    its mean so that a constant sequence gives 0. Radius 1, sigma 0.5 gives
-    ``[1.49577, -2.99155, 1.49577]`` (RaftLib ``filter<double,1,LaplacianGaussian>(.5)``,
-    reference B.2).
-
-    Raises:
-        ValueError: ``radius < 1`` or ``sigma <= 0``.
-    """
-    if radius < 1 or sigma <= 0:
-        raise ValueError(f"need radius >= 1 and sigma > 0, got {radius}, {sigma}")
-    s2 = sigma * sigma
-    norm = 1.0 / (math.sqrt(2 * math.pi) * sigma)
-    raw = [
-        norm * math.exp(-(x * x) / (2 * s2)) * (x * x - s2) / (s2 * s2)
-        for x in range(-radius, radius + 1)
-    ]
-    mean = math.fsum(raw) / len(raw)
-    return tuple(w - mean for w in raw)
-
-
-GAUSSIAN_TAPS = gaussian_taps()
-"""The smoother: 0.054489, 0.244201, 0.402620, 0.244201, 0.054489."""
-
-LOG_TAPS = log_taps()
-"""The convergence test: 1.49577, -2.99155, 1.49577."""
-
-
-@dataclass(frozen=True)
-class Moments:
-    """Count, mean and sum of squared deviations of a stream of values (Welford).
-
-    Mergeable: the moments of two disjoint streams combine exactly (Chan, Golub and LeVeque;
-    reference B.5), so per-thread or per-batch summaries can be kept and added up.
-
-    Attributes:
-        n: values seen.
-        mean: their mean (0.0 when ``n == 0``).
-        m2: sum of squared deviations from the mean.
-    """
-
-    n: int = 0
-    mean: float = 0.0
-    m2: float = 0.0
-
-    @classmethod
-    def of(cls, values: Iterable[float]) -> Moments:
-        """The moments of ``values`` (one Welford update per value)."""
-        m = cls()
-        for x in values:
-            m = m.add(x)
-        return m
-
-    def add(self, x: float) -> Moments:
-        """These moments with ``x`` added (Welford's update)."""
-        n = self.n + 1
-        delta = x - self.mean
-        mean = self.mean + delta / n
-        return Moments(n, mean, self.m2 + delta * (x - mean))
-
-    def merge(self, other: Moments) -> Moments:
-        """The moments of both streams (Chan et al.'s pairwise combination)."""
-        n = self.n + other.n
-        if n == 0:
-            return Moments()
-        delta = other.mean - self.mean
-        mean = self.mean + delta * other.n / n
-        return Moments(n, mean, self.m2 + other.m2 + delta * delta * self.n * other.n / n)
-
-    @property
-    def variance(self) -> float | None:
-        """Sample variance (divisor ``n - 1``); None with fewer than 2 values."""
-        return self.m2 / (self.n - 1) if self.n > 1 else None
-
-    @property
-    def sd(self) -> float | None:
-        """Sample standard deviation; None with fewer than 2 values."""
-        v = self.variance
-        return None if v is None else math.sqrt(max(v, 0.0))
-
-
-class QueueEnd:
-    """Lock-free counters of one thread's use of one end of a queue (seed §III; reference
-    B.3 step 1).
-
-    The queue's user (one thread per instance) adds to ``count`` for every item it pops or
-    pushes and adds 1 to ``blocked`` whenever it had to wait (queue empty for a reader, full
-    for a writer), e.g. around a :class:`queue.Queue`::
-
-        try:
-            item = q.get_nowait()
-        except queue.Empty:
-            end.blocked += 1
-            item = q.get()
-        end.count += 1
-
-    The monitor thread calls :meth:`take` once per period.
-
-    Why :meth:`take` is atomic under CPython: both fields only ever grow and each has a single
-    writer, the user thread, so no increment can be overwritten. The monitor never writes
-    them: it reads each (one attribute load of an immutable int, which is never seen half
-    updated) and returns the difference from what it read last time, so "zeroing" is the
-    monitor moving its own mark. An increment that lands between the two reads is returned by
-    the next :meth:`take`; none is lost or counted twice. (Swapping in a fresh counter object
-    instead can lose an increment made through a reference the user loaded just before the
-    swap.) Several user threads need one instance each; only one thread may call
-    :meth:`take`.
-
-    Attributes:
-        count: items moved since creation.
-        blocked: waits since creation.
-    """
-
-    __slots__ = ("_seen_blocked", "_seen_count", "blocked", "count")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.blocked = 0
-        self._seen_count = 0
-        self._seen_blocked = 0
-
-    def take(self) -> tuple[int, bool]:
-        """Items moved since the previous call, and whether any wait happened in between."""
-        count, blocked = self.count, self.blocked
-        moved, waited = count - self._seen_count, blocked != self._seen_blocked
-        self._seen_count, self._seen_blocked = count, blocked
-        return moved, waited
-
-
-class PeriodTuner:
-    """The sampling period ``T`` and which periods are usable (seed §IV-A; reference B.3
-    steps 3-4).
-
-    ``T`` starts at ``t0_s`` and is lengthened (i) on the third period since the last change
-    whose realised length missed ``T`` by more than ``miss_tol`` (the clock cannot keep
-    ``T``), or (ii) while fewer than ``min_blocked`` of the last ``HISTORY`` periods at this
-    ``T`` were blocked (longer periods hold more items, so each sample is less noisy, as long
-    as enough of them stay clean). Each lengthening sets ``T`` to
-    ``min(cap_s, max(T + t0_s, growth * T))``: ``growth=1`` is RaftLib's step of one clock
-    resolution; the default doubling reaches a 20x cap in 5 steps instead of 20, which matters
-    because the period is tuned again after every report. ``T`` is frozen after
-    ``freeze_after`` periods without growth, or when it reaches the cap; only frozen periods
-    are sampled.
-
-    Args:
-        t0_s: first period and smallest step, s (the clock's resolution in RaftLib).
-        cap_s: longest period, s.
-        growth: factor of each lengthening (>= 1).
-        miss_tol: relative miss of the realised period that counts towards (i); RaftLib's
-            0.005 suits a busy-waiting monitor, a sleeping Python thread misses it often
-            (reference B.7) and will see ``T`` grow to the cap.
-        band: a frozen-period sample is usable only if its realised length is within
-            ``T * (1 +- band)`` (RaftLib 0.01; wider here since rates divide by the realised
-            length, reference B.7).
-        min_blocked: lengthen while fewer than this many of the last ``HISTORY`` periods
-            were blocked (2).
-        freeze_after: periods without growth before ``T`` is frozen.
-
-    Attributes:
-        period_s: the current ``T``, s.
-        frozen: whether ``T`` is tuned (periods are then sampled, not used for tuning).
-
-    Raises:
-        ValueError: ``t0_s <= 0``, ``cap_s < t0_s``, ``growth < 1``, a negative ``miss_tol``
-            or ``band``, ``freeze_after < 1``.
-    """
-
-    def __init__(
-        self,
-        *,
-        t0_s: float,
-        cap_s: float,
-        growth: float = 2.0,
-        miss_tol: float = 0.005,
-        band: float = 0.05,
-        min_blocked: int = 2,
-        freeze_after: int = 10,
-    ) -> None:
-        if not 0 < t0_s <= cap_s or growth < 1:
-            raise ValueError(f"need 0 < t0_s <= cap_s, growth >= 1: {t0_s}, {cap_s}, {growth}")
-        if miss_tol < 0 or band < 0 or freeze_after < 1:
-            raise ValueError(f"bad miss_tol {miss_tol}, band {band} or freeze_after {freeze_after}")
-        self.t0_s, self.cap_s, self.growth = t0_s, cap_s, growth
-        self.miss_tol, self.band = miss_tol, band
-        self.min_blocked, self.freeze_after = min_blocked, freeze_after
-        self._history: deque[bool] = deque(maxlen=HISTORY)
-        self.restart()
-
-    def restart(self) -> None:
-        """Tune again from ``t0_s`` (frozen at once when ``t0_s == cap_s``)."""
-        self.period_s = self.t0_s
-        self.frozen = self.period_s >= self.cap_s
-        self._misses = 0
-        self._quiet = 0
-        self._history.clear()
-
-    def in_band(self, realised_s: float) -> bool:
-        """Whether a period that lasted ``realised_s`` is close enough to ``T`` to use."""
-        return abs(realised_s - self.period_s) <= self.band * self.period_s
-
-    def observe(self, realised_s: float, blocked: bool) -> None:
-        """Account one period of the tuning phase (nothing once frozen)."""
-        if self.frozen:
-            return
-        self._quiet += 1
-        self._history.append(blocked)
-        if abs(realised_s - self.period_s) > self.miss_tol * self.period_s:
-            self._misses += 1
-        rare = len(self._history) == HISTORY and sum(self._history) < self.min_blocked
-        if self._misses >= 3 or rare:
-            longer = max(self.period_s + self.t0_s, self.period_s * self.growth)
-            self.period_s = min(longer, self.cap_s)
-            self._misses = 0
-            self._quiet = 0
-            self._history.clear()
-        if self.period_s >= self.cap_s or self._quiet >= self.freeze_after:
-            self.frozen = True
-
 
 Confidence = Literal["high", "low"]
 
@@ -392,13 +174,7 @@ class ServiceRateEstimator:
         freeze_after: int = 10,
         retune: bool = True,
     ) -> None:
-        if not 0 < q < 1:
-            raise ValueError(f"q must be in (0, 1), got {q}")
-        if window < len(GAUSSIAN_TAPS) or min_updates < 3 or tol < 0 or max_stderr < 0:
-            raise ValueError(
-                f"bad window {window}, min_updates {min_updates}, tol {tol} or max_stderr "
-                f"{max_stderr}"
-            )
+        _check(q, window, min_updates, tol, max_stderr)
         self.tuner = PeriodTuner(
             t0_s=t0_s,
             cap_s=cap_s,
@@ -410,8 +186,7 @@ class ServiceRateEstimator:
         )
         self.window, self.q, self.tol, self.min_updates = window, q, tol, min_updates
         self.mean_min_usable, self.min_usable, self.retune = mean_min_usable, min_usable, retune
-        self.max_stderr = max_stderr
-        self._z = NormalDist().inv_cdf(q)
+        self.max_stderr, self._z = max_stderr, NormalDist().inv_cdf(q)
         self._rates: deque[float] = deque(maxlen=window)
         self._estimates: deque[float] = deque(maxlen=len(LOG_TAPS))
         self._forget()
@@ -458,12 +233,23 @@ class ServiceRateEstimator:
         if not self.tuner.frozen:
             self.tuner.observe(period_s, blocked)
             return None
+        if not self._sample(count, blocked, period_s) or len(self._rates) < self.window:
+            return None
+        self._update()
+        if not self._converged():
+            return None
+        done = self._estimate(converged=True)
+        self.restart()
+        return done
+
+    def _sample(self, count: int, blocked: bool, period_s: float) -> bool:
+        """Account a period at the tuned ``T``; whether its rate was usable (and kept)."""
         start_s = self._elapsed_s
         self._elapsed_s += period_s
         self._moved += count
         self._periods += 1
         if blocked or not self.tuner.in_band(period_s):
-            return None
+            return False
         if self._first_s is None:
             self._first_s = start_s
         self._samples += 1
@@ -471,19 +257,17 @@ class ServiceRateEstimator:
         self._rates.append(rate)
         if self._samples > 1:
             self._ssd += (rate - self._rates[-2]) ** 2
-        if len(self._rates) < self.window:
-            return None
-        self._update()
+        return True
+
+    def _converged(self) -> bool:
+        """Enough window updates, the LoG response within ``tol`` of the estimate, and the
+        standard error of the mean small enough."""
         if self._updates < self.min_updates:
-            return None
+            return False
         response = math.fsum(w * e for w, e in zip(LOG_TAPS, self._estimates, strict=True))
         if abs(response) > self.tol * abs(self._estimates[-1]):
-            return None
-        if self._stderr() > self.max_stderr * abs(self._means.mean):
-            return None
-        done = self._estimate(converged=True)
-        self.restart()
-        return done
+            return False
+        return not self._stderr() > self.max_stderr * abs(self._means.mean)
 
     def current(self) -> Estimate | None:
         """The estimate so far, not converged; None before the window first fills."""
@@ -541,4 +325,14 @@ class ServiceRateEstimator:
             span_s=self._elapsed_s - (self._first_s or 0.0),
             stderr_per_s=stderr,
             utilisation=self._moved / self._elapsed_s / rate if rate > 0 else None,
+        )
+
+
+def _check(q: float, window: int, min_updates: int, tol: float, max_stderr: float) -> None:
+    """Raise ValueError on the estimator arguments :class:`ServiceRateEstimator` refuses."""
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    if window < len(GAUSSIAN_TAPS) or min_updates < 3 or tol < 0 or max_stderr < 0:
+        raise ValueError(
+            f"bad window {window}, min_updates {min_updates}, tol {tol} or max_stderr {max_stderr}"
         )

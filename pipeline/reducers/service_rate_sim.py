@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -107,15 +107,10 @@ def queue_trace(sc: Scenario) -> Trace:
     starved_from: list[float] = []
     starved_to: list[float] = []
     push = done = 0.0
-    j = _BLOCK
-    gaps: list[float] = []
-    work: list[float] = []
+    draws = _draws(sc, lam, rng)
     while not pops or pops[-1] < sc.horizon_s:
-        if j == _BLOCK:
-            gaps = rng.exponential(1.0 / lam, _BLOCK).tolist()
-            work = rng.exponential(1.0, _BLOCK).tolist() if sc.service == "exp" else [1.0] * _BLOCK
-            j = 0
-        push += gaps[j]
+        gap, work = next(draws)
+        push += gap
         if len(pops) >= k and pops[-k] > push:
             push = pops[-k]
         if push > done:
@@ -124,10 +119,18 @@ def queue_trace(sc: Scenario) -> Trace:
             pop = push
         else:
             pop = done
-        done = pop + work[j] / sc.mu_at(pop)
+        done = pop + work / sc.mu_at(pop)
         pops.append(pop)
-        j += 1
     return Trace(pops, starved_from, starved_to)
+
+
+def _draws(sc: Scenario, lam: float, rng: np.random.Generator) -> Iterator[tuple[float, float]]:
+    """Each item's ``(gap before it is ready, s; work in units of 1 / mu)``, drawn in blocks of
+    ``_BLOCK``: the gaps, then (exponential service) the work."""
+    while True:
+        gaps = rng.exponential(1.0 / lam, _BLOCK).tolist()
+        work = rng.exponential(1.0, _BLOCK).tolist() if sc.service == "exp" else [1.0] * _BLOCK
+        yield from zip(gaps, work, strict=True)
 
 
 @dataclass(frozen=True)
@@ -188,20 +191,16 @@ def simulate(
     trace = queue_trace(sc)
     est = estimator()
     rng = np.random.default_rng([sc.seed, 1])
-    pops, s_from, s_to = trace.pops_s, trace.starved_from_s, trace.starved_to_s
-    t = 0.0
-    first = 0
-    periods = 0
+    pops = trace.pops_s
+    t, first, periods = 0.0, 0, 0
     scored: list[Scored] = []
     while True:
-        want = est.period_s
-        real = want * (1.0 + abs(float(rng.normal(0.0, sc.jitter)))) if sc.jitter else want
+        real = _realised(est.period_s, sc.jitter, rng)
         end = t + real
         if end > sc.horizon_s:
             break
         last = bisect_left(pops, end, lo=first)
-        k = bisect_right(s_to, t)
-        blocked = k < len(s_from) and s_from[k] < end
+        blocked = _starved_within(trace, t, end)
         periods += 1
         e = est.observe(last - first, blocked, real)
         if e is not None:
@@ -209,6 +208,17 @@ def simulate(
         t, first = end, last
     cur = est.current()
     return SimResult(sc, scored, None if cur is None else _scored(sc, t, cur), periods)
+
+
+def _realised(want_s: float, jitter: float, rng: np.random.Generator) -> float:
+    """How long a sleep of ``want_s`` lasts: longer by ``|N(0, jitter)|`` of it (0: exact)."""
+    return want_s * (1.0 + abs(float(rng.normal(0.0, jitter)))) if jitter else want_s
+
+
+def _starved_within(trace: Trace, t: float, end: float) -> bool:
+    """Whether the consumer waited on an empty FIFO during ``[t, end)``."""
+    k = bisect_right(trace.starved_to_s, t)
+    return k < len(trace.starved_from_s) and trace.starved_from_s[k] < end
 
 
 @dataclass(frozen=True)

@@ -95,17 +95,53 @@ def covering_set(
     Raises:
         ValueError: the arrays or labels differ in length.
     """
+    s, e = _intervals(starts, ends, labels)
+    keep = np.flatnonzero(np.isfinite(s) & np.isfinite(e) & (e > s))
+    if keep.size == 0:
+        return CoveringSet((), {}, 0.0, 0.0)
+    order = keep[np.lexsort((keep, s[keep]))]
+    segments = _critical_path(s[order], e[order], order, labels)
+    ranked, union = _exclusive_times(segments)
+    span = float(np.max(e[keep]) - np.min(s[keep]))
+    return CoveringSet(tuple(segments), ranked, union, span)
+
+
+def _exclusive_times(segments: Sequence[Segment]) -> tuple[dict[Hashable, float], float]:
+    """Exclusive time per label, largest first, and their sum (the union's length)."""
+    exclusive: dict[Hashable, float] = {}
+    lengths = [seg.end - seg.start for seg in segments]
+    for seg, length in zip(segments, lengths, strict=True):
+        exclusive[seg.label] = exclusive.get(seg.label, 0.0) + length
+    ranked = dict(sorted(exclusive.items(), key=lambda kv: -kv[1]))
+    return ranked, float(sum(lengths))
+
+
+def _intervals(
+    starts: npt.ArrayLike, ends: npt.ArrayLike, labels: Sequence[Hashable] | None
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """``starts`` and ``ends`` as float arrays.
+
+    Raises:
+        ValueError: the arrays or labels differ in length.
+    """
     s = np.asarray(starts, dtype=np.float64)
     e = np.asarray(ends, dtype=np.float64)
     if s.shape != e.shape or s.ndim != 1:
         raise ValueError(f"starts and ends must be 1-d of one length, not {s.shape}, {e.shape}")
     if labels is not None and len(labels) != len(s):
         raise ValueError(f"{len(labels)} labels for {len(s)} intervals")
-    keep = np.flatnonzero(np.isfinite(s) & np.isfinite(e) & (e > s))
-    if keep.size == 0:
-        return CoveringSet((), {}, 0.0, 0.0)
-    order = keep[np.lexsort((keep, s[keep]))]
-    ss, ee = s[order], e[order]
+    return s, e
+
+
+def _critical_path(
+    ss: npt.NDArray[np.float64],
+    ee: npt.NDArray[np.float64],
+    order: npt.NDArray[np.intp],
+    labels: Sequence[Hashable] | None,
+) -> list[Segment]:
+    """The sweep over non-empty intervals sorted by start (``ss``, ``ee``; ``order``: their
+    input indices): in each busy period, from the covered point on, the interval started by
+    then that reaches furthest, until none reaches past it."""
     n = len(order)
     # best[p]: among the first p+1 intervals (by start), the first one reaching furthest
     reach = np.maximum.accumulate(ee)
@@ -126,14 +162,7 @@ def covering_set(
             segments.append(Segment(label, j, covered, last[b]))
             covered = last[b]
         i = p + 1
-    exclusive: dict[Hashable, float] = {}
-    lengths = [seg.end - seg.start for seg in segments]
-    for seg, length in zip(segments, lengths, strict=True):
-        exclusive[seg.label] = exclusive.get(seg.label, 0.0) + length
-    ranked = dict(sorted(exclusive.items(), key=lambda kv: -kv[1]))
-    union = float(sum(lengths))
-    span = float(np.max(e[keep]) - np.min(s[keep]))
-    return CoveringSet(tuple(segments), ranked, union, span)
+    return segments
 
 
 def weighted_factor(

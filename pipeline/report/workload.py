@@ -49,41 +49,45 @@ def request_counts(
     query: dict[str, Any] = {"exists": {"field": "iolens.request.cluster"}}
     if model is not None:
         query = {"bool": {"filter": [query, {"term": {"iolens.request.model": model}}]}}
-    per_cluster = {
-        "terms": {"field": "iolens.request.cluster", "size": MAX_CLUSTERS},
-        "aggs": {
-            "outliers": {"filter": {"term": {"iolens.request.outlier": True}}},
-            "incomplete": {"filter": {"term": {"iolens.request.complete": False}}},
-            "duration": {"avg": {"field": "iolens.request.duration_ms"}},
-            "critical": {"avg": {"field": "iolens.request.critical_path_ms"}},
-        },
-    }
-    resp = _search(
-        client,
-        index,
-        size=0,
-        query=query,
-        aggs={
-            "m": {
-                "terms": {"field": "iolens.request.model", "size": 1000},
-                "aggs": {"c": per_cluster},
-            }
-        },
-    )
+    resp = _search(client, index, size=0, query=query, aggs=_COUNT_AGGS)
     out: dict[str, dict[int, dict[str, Any]]] = {}
     if resp is None:
         return out
     for mb in resp["aggregations"]["m"]["buckets"]:
         clusters = out.setdefault(str(mb["key"]), {})
         for cb in mb["c"]["buckets"]:
-            clusters[int(cb["key"])] = {
-                "requests": int(cb["doc_count"]),
-                "outliers": int(cb["outliers"]["doc_count"]),
-                "incomplete": int(cb["incomplete"]["doc_count"]),
-                "mean_duration_ms": cb["duration"]["value"],
-                "mean_critical_path_ms": cb["critical"]["value"],
-            }
+            clusters[int(cb["key"])] = _cluster_counts(cb)
     return out
+
+
+_COUNT_AGGS: dict[str, Any] = {
+    "m": {
+        "terms": {"field": "iolens.request.model", "size": 1000},
+        "aggs": {
+            "c": {
+                "terms": {"field": "iolens.request.cluster", "size": MAX_CLUSTERS},
+                "aggs": {
+                    "outliers": {"filter": {"term": {"iolens.request.outlier": True}}},
+                    "incomplete": {"filter": {"term": {"iolens.request.complete": False}}},
+                    "duration": {"avg": {"field": "iolens.request.duration_ms"}},
+                    "critical": {"avg": {"field": "iolens.request.critical_path_ms"}},
+                },
+            }
+        },
+    }
+}
+"""Per model, per cluster: outliers, incomplete requests, mean duration and critical path."""
+
+
+def _cluster_counts(bucket: Mapping[str, Any]) -> dict[str, Any]:
+    """A cluster's counts from its bucket of :data:`_COUNT_AGGS`."""
+    return {
+        "requests": int(bucket["doc_count"]),
+        "outliers": int(bucket["outliers"]["doc_count"]),
+        "incomplete": int(bucket["incomplete"]["doc_count"]),
+        "mean_duration_ms": bucket["duration"]["value"],
+        "mean_critical_path_ms": bucket["critical"]["value"],
+    }
 
 
 def latest_snapshot(
@@ -108,15 +112,19 @@ def latest_snapshot(
     for hit in iter_hits(client, index, query, sort):
         wm = hit["_source"]["iolens"]["workload_model"]
         clusters[int(wm["cluster"])] = wm
+    return _snapshot_head(top), clusters
+
+
+def _snapshot_head(top: Mapping[str, Any]) -> dict[str, Any]:
+    """The common fields of a snapshot, from one of its documents."""
     wm = top["iolens"]["workload_model"]
-    head = {
+    return {
         "@timestamp": top["@timestamp"],
         "host": top.get("host", {}).get("name"),
         "threshold": wm["threshold"],
         "requests": wm["requests"],
         "model_error": wm.get("model_error", {}),
     }
-    return head, clusters
 
 
 def indexed_models(
@@ -140,23 +148,10 @@ def indexed_models(
         total = sum(c["requests"] for c in per.values())
         snap = latest_snapshot(client, namespace, name)
         head, described = snap if snap is not None else (None, {})
-        clusters = []
-        for cid in sorted(per.keys() | described.keys()):
-            row: dict[str, Any] = {"cluster": cid}
-            row |= per.get(cid, {"requests": 0, "outliers": 0, "incomplete": 0})
-            row["share"] = row["requests"] / total if total else 0.0
-            wm = described.get(cid)
-            if wm is not None:
-                for key in (
-                    "representative",
-                    "critical_path_ms",
-                    "resources",
-                    "diameter",
-                    "max_distance",
-                    "separation",
-                ):
-                    row[key] = wm.get(key)
-            clusters.append(row)
+        clusters = [
+            _cluster_row(cid, per.get(cid), described.get(cid), total)
+            for cid in sorted(per.keys() | described.keys())
+        ]
         yield {
             "model": name,
             "requests": total,
@@ -164,3 +159,28 @@ def indexed_models(
             "snapshot": head,
             "clusters": clusters,
         }
+
+
+_DESCRIBED = (
+    "representative",
+    "critical_path_ms",
+    "resources",
+    "diameter",
+    "max_distance",
+    "separation",
+)
+"""What a snapshot's cluster document adds to the counts."""
+
+
+def _cluster_row(
+    cid: int, counts: dict[str, Any] | None, wm: Mapping[str, Any] | None, total: int
+) -> dict[str, Any]:
+    """One cluster of a model: its counts (zero when no request document has it yet), its
+    share of the model's ``total`` requests and, when the snapshot has it, its description."""
+    row: dict[str, Any] = {"cluster": cid}
+    row |= counts if counts is not None else {"requests": 0, "outliers": 0, "incomplete": 0}
+    row["share"] = row["requests"] / total if total else 0.0
+    if wm is not None:
+        for key in _DESCRIBED:
+            row[key] = wm.get(key)
+    return row

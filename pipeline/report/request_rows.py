@@ -1,0 +1,103 @@
+"""Extracted requests as JSON-able rows for ``iolens requests extract --json`` (seed 002).
+
+One row per request (:func:`request_dict`: times in ns and ms, its canonical form, and its
+cluster with ``--cluster``); a stitched request adds its machines and clock offsets
+(:func:`stitch_dict`); unattached fragments and the workload model get rows of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.reducers.canonical import Canonical
+from pipeline.reducers.clock_offset import ClockOffset
+from pipeline.reducers.fragments import Endpoint
+from pipeline.reducers.request_cluster import Assignment, Clusterer
+from pipeline.reducers.request_record import Request
+from pipeline.reducers.stitch import StitchedRequest, Unattached
+
+
+def request_dict(
+    r: Request, c: Canonical, n: int, assignment: Assignment | None, outlier: bool | None
+) -> dict[str, Any]:
+    """One request as JSON-able values (times in ns and ms)."""
+    out: dict[str, Any] = {
+        "request": n,
+        "start_ns": r.start_ns,
+        "end_ns": r.end_ns,
+        "duration_ms": (r.end_ns - r.start_ns) / 1e6,
+        "complete": r.complete,
+        "attributes": {k: list(v) for k, v in r.attributes.items()},
+        "resources": r.resources,
+        "events": [{"ts": e.ts_ns, "ev": e.ev, **e.attrs} for e in r.events],
+        "canonical": c.text(),
+        "critical_path_ms": c.critical_path_ns / 1e6,
+        "threads": c.threads,
+    }
+    if assignment is not None:
+        out |= {"cluster": assignment.cluster, "distance": assignment.distance, "outlier": outlier}
+    return out
+
+
+def model_dict(model: Clusterer, measured: dict[str, float]) -> dict[str, Any]:
+    """The workload model: its clusters (:meth:`Clusterer.summary`), the model error per
+    resource against ``measured`` and the threshold."""
+    return {
+        "clusters": model.summary(),
+        "model_error": model.model_error(measured),
+        "threshold": model.threshold,
+    }
+
+
+def offset_dict(c: ClockOffset) -> dict[str, Any]:
+    """A clock offset as JSON-able values (ns)."""
+    return {
+        "offset_ns": c.offset_ns,
+        "lower_ns": c.lower_ns,
+        "upper_ns": c.upper_ns,
+        "messages": c.messages,
+        "consistent": c.consistent,
+    }
+
+
+def endpoint_dict(e: Endpoint) -> dict[str, Any]:
+    """An endpoint as JSON-able values: its event, attribute and value, machine and time."""
+    src, attr, dst = e.sync
+    return {
+        "machine": e.machine,
+        "event": src if e.sends else dst,
+        "attribute": attr,
+        "value": e.value,
+        "sends": e.sends,
+        "ts": e.ts_ns,
+    }
+
+
+def stitch_dict(s: StitchedRequest) -> dict[str, Any]:
+    """What a stitched request adds to :func:`request_dict`: its seed's machine, the machines
+    it spans, their clocks' offsets from the seed machine's, its fragments and unmatched
+    endpoints."""
+    return {
+        "machine": s.machine,
+        "machines": list(s.machines),
+        "clock_offsets": {m: offset_dict(c) for m, c in s.offsets.items()},
+        "fragments": s.fragments,
+        "unmatched": [endpoint_dict(e) for e in s.unmatched],
+    }
+
+
+def unattached_dict(u: Unattached) -> dict[str, Any]:
+    """An unattached fragment as JSON-able values: ``{"unattached": {...}}``."""
+    r = u.fragment.request
+    return {
+        "unattached": {
+            "machine": u.fragment.machine,
+            "reason": str(u.reason),
+            "start_ns": r.start_ns,
+            "end_ns": r.end_ns,
+            "complete": r.complete,
+            "resources": r.resources,
+            "endpoints": [endpoint_dict(e) for e in u.fragment.endpoints],
+            "events": [{"ts": e.ts_ns, "ev": e.ev, **e.attrs} for e in r.events],
+        }
+    }
