@@ -315,19 +315,19 @@ def ensure_cluster(
     logger = log if log is not None else logging.getLogger(__name__)
     if ping_url(es.url, timeout=min(es.request_timeout_s, 5.0)):
         return es.url, None
-    server = _start_embedded(es.url, emb, detach, logger)
+    server = _start_embedded(es, emb, detach, logger)
     return server.url, server
 
 
 def _start_embedded(
-    url: str, emb: EmbeddedSettings, detach: bool, logger: logging.Logger
+    es: ElasticsearchSettings, emb: EmbeddedSettings, detach: bool, logger: logging.Logger
 ) -> EmbeddedServer:
-    """Start noida-db in place of the silent cluster at ``url`` (see :func:`ensure_cluster`).
+    """Start noida-db in place of the silent cluster at ``es.url`` (see :func:`ensure_cluster`).
 
     Raises:
-        ConfigError: it may not stand in for ``url``, or could not be started.
+        ConfigError: it may not stand in for ``es.url``, or could not be started.
     """
-    parts = _embeddable(url, emb.enabled)
+    parts = _embeddable(es, emb.enabled)
     data_dir = Path(emb.data_dir)
     host = "::1" if parts.hostname == "::1" else "127.0.0.1"
     server = EmbeddedServer(data_dir, parts.port or 9200, host)
@@ -335,20 +335,20 @@ def _start_embedded(
     logger.info(
         "no cluster answered at %s; started the embedded Elasticsearch-API server (noida-db) "
         "with data in %s",
-        url,
+        es.url,
         data_dir,
     )
     return server
 
 
-def _embeddable(url: str, enabled: bool) -> SplitResult:
-    """The parts of ``url`` when the embedded server may stand in for it (``http://`` on
+def _embeddable(es: ElasticsearchSettings, enabled: bool) -> SplitResult:
+    """The parts of ``es.url`` when the embedded server may stand in for it (``http://`` on
     localhost and ``embedded.enabled``).
 
     Raises:
         ConfigError: it may not; the message names the URL and the fix.
     """
-    parts = urlsplit(url)
+    parts = urlsplit(es.url)
     local = parts.scheme == "http" and (parts.hostname or "") in _LOCAL_HOSTS
     if not local or not enabled:
         why = (
@@ -357,7 +357,7 @@ def _embeddable(url: str, enabled: bool) -> SplitResult:
             else "the embedded server is only started for an http:// URL on localhost"
         )
         raise ConfigError(
-            f"no Elasticsearch cluster answered at {url} ({why}). Fix: start the cluster or "
+            f"no Elasticsearch cluster answered at {es.url} ({why}). Fix: start the cluster or "
             "set elasticsearch.url (or IOLENS_ES_URL) to one that is running"
             + ("" if local else ", or use http://localhost:9200 for the embedded server")
         )
