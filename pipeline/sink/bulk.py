@@ -1,10 +1,11 @@
 """Bulk indexing with per-item outcomes, an owned retry loop, a disk spool and dead letters.
 
-The stages follow elasticsearch-py's ``helpers/actions.py`` (elastic.md §6.4): *expand* a
-document into its action and source lines (:func:`expand`), *chunk* by count, bytes and age
-(:class:`BulkSink` buffer), *send one chunk* (``client.bulk(operations=..., filter_path=...)``),
-and *pair each response item with its document* by position (the bulk API answers in request
-order, elastic.md §6.3). Each item is classified by :func:`~pipeline.sink.outcome.classify`:
+The stages follow elasticsearch-py's ``helpers/actions.py`` (elastic.md §6.4), one module each:
+*expand* a document into its action and source lines and *chunk* by count and bytes
+(:mod:`pipeline.sink.actions`; :class:`BulkSink` buffers, and sends when a chunk is full or
+old), *send one chunk* (:mod:`pipeline.sink.bulk_request`), and *pair each response item with
+its document* by position (:mod:`pipeline.sink.responses`). Each item is classified by
+:func:`~pipeline.sink.outcome.classify`, and this module acts on it:
 
 * OK / DUPLICATE (409 on ``create``): settled, acknowledged.
 * DEAD_LETTER (other 4xx): written to the dead-letter area with status and error, acknowledged.
@@ -17,159 +18,43 @@ backoff delay, by :meth:`BulkSink.maybe_flush`. A spooled document is acknowledg
 is finally delivered, so the registry never advances past it (DESIGN.md, data flow step 5).
 
 When the spool is full (``sink.spool_max_bytes``), undeliverable documents are *held* in memory
-instead: :meth:`BulkSink.full` turns true, the sender stops taking documents (so reading waits
-on the bounded queue), and the held documents are retried on the spool's backoff schedule until
-the cluster or the spool takes them. Documents still held when the sink is closed are let go
-unacknowledged, with an error naming how many: they are read again from their files next time.
-
-The action is always ``create`` (data streams accept nothing else, elastic.md §1.2) with the
-document's deterministic ``_id``, so re-sending after a crash or a lost response is a 409.
+instead (:mod:`pipeline.sink.backlog`): :meth:`BulkSink.full` turns true, the sender stops
+taking documents (so reading waits on the bounded queue), and the held documents are retried on
+the spool's backoff schedule until the cluster or the spool takes them. Documents still held
+when the sink is closed are let go unacknowledged, with an error naming how many: they are read
+again from their files next time.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import random
-import re
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Unpack
 
-from elasticsearch import ApiError, Elasticsearch, TransportError
+from elasticsearch import Elasticsearch
 
 from pipeline.records import Document
 from pipeline.settings import SinkSettings
-from pipeline.sink.backoff import backoff_caps, backoff_delays
+from pipeline.sink.actions import as_text, chunks, expand, ndjson
+from pipeline.sink.backlog import Backlog
+from pipeline.sink.backoff import backoff_delays
+from pipeline.sink.bulk_request import send_chunk
 from pipeline.sink.deadletter import DeadLetters, Rejection
-from pipeline.sink.outcome import Outcome, classify
-from pipeline.sink.spool import Spool, SpoolFull, encode_json
+from pipeline.sink.hooks import SinkHooks, ignore_acks
+from pipeline.sink.outcome import Outcome
+from pipeline.sink.responses import BulkItem
+from pipeline.sink.spool import Spool, SpoolFull
+from pipeline.sink.stats import StreamCounts, StreamStats
+
+__all__ = ["STAGE", "BulkSink", "StreamStats", "ndjson"]  # ndjson: for bench/darshan_ingest.py
 
 log = logging.getLogger(__name__)
 
-FILTER_PATH = "errors,items.*.status,items.*.error.type,items.*.error.reason"
-"""Only what the pairing stage reads from a bulk response (elastic.md §6.3)."""
-
 STAGE = "sink"
-
-_SPOOL_NOT_DLQ = frozenset({401, 403})
-"""Whole-request statuses that mean "fix the credentials", not "this document is bad"."""
-
-
-@dataclass(frozen=True)
-class StreamStats:
-    """Counters of one data stream (numbers of documents; ``retried`` counts re-sends)."""
-
-    indexed: int = 0
-    duplicate: int = 0
-    dead_lettered: int = 0
-    retried: int = 0
-    spooled: int = 0
-    unsent: int = 0
-    """Let go unacknowledged at close because the spool was full (read again next run)."""
-
-
-@dataclass(frozen=True)
-class _Item:
-    """One response item paired with its document."""
-
-    doc: Document
-    outcome: Outcome
-    status: int
-    error_type: str | None
-    reason: str | None
-
-
-def expand(doc: Document) -> tuple[dict[str, Any], Mapping[str, Any], int]:
-    """The bulk action and source of ``doc`` and their NDJSON size in bytes (two lines).
-
-    Raises:
-        ValueError: the source has no JSON form (NaN, infinity, unserialisable value); that is
-            a bug in the stage that built it, so it is not dead-lettered.
-    """
-    action = {"create": {"_index": doc.index, "_id": doc.doc_id}}
-    try:
-        nbytes = len(_action(doc)) + len(_source(doc)) + 2
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"document {doc.index}/{doc.doc_id} is not JSON: {err}") from err
-    return action, doc.source, nbytes
-
-
-def _source(doc: Document) -> bytes:
-    """The source line of ``doc``: its producer's encoding, or :func:`encode_json`."""
-    return doc.encoded if doc.encoded is not None else encode_json(doc.source)
-
-
-def _action(doc: Document) -> bytes:
-    """``{"create":{"_index":...,"_id":...}}`` of ``doc``. Index names and ids are plain
-    ASCII (data stream names, url-safe base64), written as they are; anything else is
-    encoded as JSON strings."""
-    if _PLAIN.fullmatch(doc.index) and _PLAIN.fullmatch(doc.doc_id):
-        return f'{{"create":{{"_index":"{doc.index}","_id":"{doc.doc_id}"}}}}'.encode()
-    index, ident = encode_json(doc.index), encode_json(doc.doc_id)
-    return b'{"create":{"_index":' + index + b',"_id":' + ident + b"}}"
-
-
-_PLAIN = re.compile(r"[A-Za-z0-9._\-]*")
-
-
-def ndjson(docs: Sequence[Document]) -> bytes:
-    """The bulk request body of ``docs``: a ``create`` action line and a source line each.
-
-    Raises:
-        ValueError: a source has no JSON form (see :func:`expand`).
-    """
-    parts: list[bytes] = []
-    for doc in docs:
-        parts.append(_action(doc))
-        parts.append(_source(doc))
-    parts.append(b"")
-    return b"\n".join(parts)
-
-
-def _error_of(item: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    error = item.get("error")
-    if isinstance(error, Mapping):
-        return error.get("type"), error.get("reason")
-    if error is None:
-        return None, None
-    return None, str(error)
-
-
-def _as_text(value: Any) -> Any:
-    """``value`` with what JSON cannot hold (NaN, infinity, other objects) written as text."""
-    if isinstance(value, Mapping):
-        return {str(k): _as_text(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_as_text(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return repr(value)
-
-
-def pair_items(docs: Sequence[Document], response: Mapping[str, Any]) -> list[_Item]:
-    """Pair each bulk response item with the document at the same position and classify it.
-
-    Raises:
-        ValueError: the response does not hold one item per document.
-    """
-    items = response.get("items")
-    if not isinstance(items, list) or len(items) != len(docs):
-        got = len(items) if isinstance(items, list) else "no"
-        raise ValueError(f"bulk response has {got} items for {len(docs)} documents")
-    paired: list[_Item] = []
-    for doc, raw in zip(docs, items, strict=True):
-        item = next(iter(raw.values())) if isinstance(raw, Mapping) and raw else {}
-        status = int(item.get("status") or 0)
-        error_type, reason = _error_of(item)
-        paired.append(_Item(doc, classify(status, error_type), status, error_type, reason))
-    return paired
 
 
 class BulkSink:
@@ -181,12 +66,13 @@ class BulkSink:
         client: the Elasticsearch client (or anything with a compatible ``bulk``).
         settings: chunk limits, flush interval, retries and backoff.
         state_dir: ``spool/`` and ``deadletter/`` are created under it.
-        on_ack: called with the documents that became settled (indexed, duplicate or
+        **hooks: (:class:`~pipeline.sink.hooks.SinkHooks`)
+            ``on_ack``: called with the documents that became settled (indexed, duplicate or
             dead-lettered), exactly once per document added; spooled documents are acknowledged
             when they are delivered later, possibly by another ``BulkSink`` after a restart.
-        clock: monotonic seconds, for the flush interval and the spool retry delay.
-        sleep: blocks for the backoff delays (seconds).
-        rng: uniform [0, 1] for the backoff jitter.
+            ``clock``: monotonic seconds, for the flush interval and the spool retry delay.
+            ``sleep``: blocks for the backoff delays (seconds). ``rng``: uniform [0, 1] for the
+            backoff jitter.
     """
 
     def __init__(
@@ -194,29 +80,27 @@ class BulkSink:
         client: Elasticsearch,
         settings: SinkSettings,
         state_dir: Path,
-        *,
-        on_ack: Callable[[Sequence[Document]], None] = lambda d: None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: Callable[[], float] = random.random,
+        **hooks: Unpack[SinkHooks],
     ) -> None:
         self._client = client
         self._settings = settings
-        self._on_ack = on_ack
-        self._clock = clock
-        self._sleep = sleep
-        self._rng = rng
-        self.spool = Spool(state_dir / "spool", settings.spool_max_bytes)
+        self._on_ack = hooks.get("on_ack", ignore_acks)
+        self._clock = hooks.get("clock", time.monotonic)
+        self._sleep = hooks.get("sleep", time.sleep)
+        self._rng = hooks.get("rng", random.random)
+        self._counts = StreamCounts()
+        self._backlog = Backlog(
+            Spool(state_dir / "spool", settings.spool_max_bytes),
+            self._counts,
+            settings,
+            self._clock,
+        )
+        self.spool = self._backlog.spool
         self.deadletters = DeadLetters(state_dir / "deadletter")
         self._lock = threading.RLock()
         self._buf: list[Document] = []
-        self._held: list[Document] = []
-        self._full_since: float | None = None
         self._buf_bytes = 0
         self._oldest: float | None = None
-        self._counts: dict[str, Counter[str]] = {}
-        self._spool_failures = 0
-        self._next_spool_try = 0.0
         self._closed = False
 
     # -- public API ---------------------------------------------------------------------------
@@ -239,22 +123,11 @@ class BulkSink:
             try:
                 _, _, nbytes = expand(doc)
             except ValueError as err:
-                as_text = Document(doc.index, doc.doc_id, _as_text(doc.source), doc.refs)
-                self.deadletters.write_document(as_text, 0, "not_json", str(err), STAGE)
-                self._count([doc], "dead_lettered")
-                self._on_ack([doc])
+                self._dead_letter_not_json(doc, err)
                 return
             if self._buf and self._buf_bytes + nbytes > self._settings.chunk_max_bytes:
                 self._send_buffer()
-            if not self._buf:
-                self._oldest = self._clock()
-            self._buf.append(doc)
-            self._buf_bytes += nbytes
-            if (
-                len(self._buf) >= self._settings.chunk_max_docs
-                or self._buf_bytes >= self._settings.chunk_max_bytes
-            ):
-                self._send_buffer()
+            self._buffer(doc, nbytes)
 
     def maybe_flush(self) -> bool:
         """Send the buffer if its oldest document waited ``flush_interval_s`` or longer, and
@@ -266,7 +139,7 @@ class BulkSink:
         with self._lock:
             sent = False
             now = self._clock()
-            if (self.spool.pending() or self._held) and now >= self._next_spool_try:
+            if self._backlog.due(now):
                 self._drain_spool()
                 sent = True
             if self._oldest is not None and now - self._oldest >= self._settings.flush_interval_s:
@@ -278,7 +151,7 @@ class BulkSink:
         """Try to drain the spool and the held documents, then send everything buffered
         (undeliverable -> spool, or held when the spool is full)."""
         with self._lock:
-            if self.spool.pending() or self._held:
+            if self._backlog.waiting():
                 self._drain_spool()
             self._send_buffer()
 
@@ -289,7 +162,7 @@ class BulkSink:
         Does not wait for the sink's lock (a bulk request in flight holds it): the reading
         thread asks this between chunks, and a value a moment old does no harm.
         """
-        return bool(self._held)
+        return self._backlog.full()
 
     def close(self) -> None:
         """Flush and refuse further documents. Idempotent.
@@ -301,16 +174,7 @@ class BulkSink:
             if not self._closed:
                 self.flush()
                 self._closed = True
-                if self._held:
-                    log.error(
-                        "%s documents were neither delivered nor spooled (the spool is full, "
-                        "sink.spool_max_bytes = %s): they were not acknowledged, so they are "
-                        "read again from their files on the next run",
-                        len(self._held),
-                        self._settings.spool_max_bytes,
-                    )
-                    self._count(self._held, "unsent")
-                    self._held = []
+                self._backlog.let_go()
 
     def __enter__(self) -> BulkSink:
         return self
@@ -326,35 +190,21 @@ class BulkSink:
         rejected (``spool_full``) when the spool is full, so they stay dead letters.
         """
         rejected: list[Rejection] = []
-
-        def keep(docs: Sequence[Document]) -> None:
-            if not docs:
-                return
-            try:
-                self.spool.put(docs)
-            except SpoolFull as err:
-                rejected.extend(Rejection(d, 0, "spool_full", str(err)) for d in docs)
-                return
-            self._count(docs, "spooled")
-
         with self._lock:
-            chunks = list(self._chunks(docs))
-            for i, chunk in enumerate(chunks):
+            pieces = list(self._chunks(docs))
+            for i, chunk in enumerate(pieces):
                 undeliverable, reachable = self._deliver(chunk, rejected)
-                keep(undeliverable)
+                self._spool_or_reject(undeliverable, rejected)
                 if not reachable:
-                    for rest in chunks[i + 1 :]:
-                        keep(rest)
+                    for rest in pieces[i + 1 :]:
+                        self._spool_or_reject(rest, rejected)
                     break
         return rejected
 
     def stats(self) -> dict[str, StreamStats]:
         """A snapshot of the counters, by data stream name."""
         with self._lock:
-            return {
-                index: StreamStats(**{k: c[k] for k in StreamStats.__dataclass_fields__})
-                for index, c in sorted(self._counts.items())
-            }
+            return self._counts.snapshot()
 
     def buffered(self) -> int:
         """Documents buffered for the next bulk request."""
@@ -364,136 +214,53 @@ class BulkSink:
     def pending(self) -> int:
         """Documents buffered, held or spooled, i.e. added but not yet settled."""
         with self._lock:
-            return len(self._buf) + len(self._held) + self.spool.pending()
+            return len(self._buf) + self._backlog.pending()
 
     # -- stages -------------------------------------------------------------------------------
 
-    def _count(self, docs: Sequence[Document], what: str) -> None:
-        for doc in docs:
-            self._counts.setdefault(doc.index, Counter())[what] += 1
+    def _dead_letter_not_json(self, doc: Document, err: ValueError) -> None:
+        """Dead-letter ``doc`` (refused by :func:`expand`) with its values as text; settled."""
+        text = Document(doc.index, doc.doc_id, as_text(doc.source), doc.refs)
+        self.deadletters.write_document(text, 0, "not_json", str(err), STAGE)
+        self._counts.add([doc], "dead_lettered")
+        self._on_ack([doc])
+
+    def _buffer(self, doc: Document, nbytes: int) -> None:
+        """Append ``doc`` (``nbytes`` of NDJSON) to the buffer; send it once it is a chunk."""
+        if not self._buf:
+            self._oldest = self._clock()
+        self._buf.append(doc)
+        self._buf_bytes += nbytes
+        if (
+            len(self._buf) >= self._settings.chunk_max_docs
+            or self._buf_bytes >= self._settings.chunk_max_bytes
+        ):
+            self._send_buffer()
 
     def _chunks(self, docs: Sequence[Document]) -> Iterator[list[Document]]:
         """Split ``docs`` by ``chunk_max_docs`` and ``chunk_max_bytes``."""
-        chunk: list[Document] = []
-        size = 0
-        for doc in docs:
-            nbytes = expand(doc)[2]
-            if chunk and (
-                len(chunk) >= self._settings.chunk_max_docs
-                or size + nbytes > self._settings.chunk_max_bytes
-            ):
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(doc)
-            size += nbytes
-        if chunk:
-            yield chunk
+        return chunks(docs, self._settings.chunk_max_docs, self._settings.chunk_max_bytes)
 
     def _send_buffer(self) -> None:
         docs, self._buf, self._buf_bytes, self._oldest = self._buf, [], 0, None
         if docs:
             undeliverable, _ = self._deliver(docs, None)
-            self._to_spool(undeliverable)
+            self._backlog.keep(undeliverable)
 
-    def _to_spool(self, docs: Sequence[Document]) -> None:
-        """Spool ``docs``; when the spool is full, hold them in memory (see :meth:`full`)."""
+    def _spool_or_reject(self, docs: Sequence[Document], rejected: list[Rejection]) -> None:
+        """Spool replayed ``docs``; when the spool is full, reject them (``spool_full``)."""
         if not docs:
             return
         try:
             self.spool.put(docs)
         except SpoolFull as err:
-            if self._full_since is None:
-                self._full_since = self._clock()
-                log.error(
-                    "%s: holding %s documents in memory and reading no more until "
-                    "Elasticsearch takes documents again (nothing is dropped; raise "
-                    "sink.spool_max_bytes to spool more)",
-                    err,
-                    len(docs),
-                )
-            self._held.extend(docs)
+            rejected.extend(Rejection(d, 0, "spool_full", str(err)) for d in docs)
             return
-        self._count(docs, "spooled")
+        self._counts.add(docs, "spooled")
 
     def _drain_spool(self) -> None:
-        """Send spooled documents, then the held ones; on failure, push the next automatic
-        try back (backoff)."""
-        reachable = True
-
-        def send(docs: list[Document]) -> list[Document]:
-            nonlocal reachable
-            left: list[Document] = []
-            for chunk in self._chunks(docs):
-                if not reachable:
-                    left.extend(chunk)
-                    continue
-                undeliverable, reachable = self._deliver(chunk, None)
-                left.extend(undeliverable)
-            return left
-
-        before = self.spool.pending() + len(self._held)
-        self.spool.drain(send)
-        if self._held and reachable and not self.spool.pending():
-            held, self._held = self._held, []
-            self._to_spool(send(held))
-        elif self._held:  # the spool may have room again (segments taken out by hand)
-            held, self._held = self._held, []
-            self._to_spool(held)
-        if not self._held and self._full_since is not None:
-            log.warning(
-                "the spool takes documents again after %.0f s; reading resumes",
-                self._clock() - self._full_since,
-            )
-            self._full_since = None
-        after = self.spool.pending() + len(self._held)
-        if after < before or after == 0:
-            self._spool_failures = 0
-            self._next_spool_try = self._clock()
-        else:
-            caps = backoff_caps(self._settings.backoff_initial_s, self._settings.backoff_max_s, 32)
-            delay = caps[min(self._spool_failures, len(caps) - 1)]
-            self._spool_failures += 1
-            self._next_spool_try = self._clock() + delay
-            log.info(
-                "cluster still not taking spooled documents; %s pending, next try in %.1f s",
-                self.spool.pending(),
-                delay,
-            )
-
-    def _request(self, docs: Sequence[Document]) -> list[_Item] | None:
-        """Send one chunk. ``None`` = no answer (transport failure); else the paired items.
-
-        A whole-request error status is spread over the chunk's items.
-        """
-        payload = ndjson(docs)  # already measured (and so known to serialise) by expand()
-        try:
-            # The body goes as encoded NDJSON bytes (elastic-transport's NDJSON serializer
-            # forwards bytes as they are): each source is encoded once, by orjson.
-            response = self._client.bulk(
-                operations=cast("Sequence[Mapping[str, Any]]", payload), filter_path=FILTER_PATH
-            )
-        except ApiError as err:
-            status = int(err.status_code or 0)
-            reason = str(err.message)
-            log.warning("bulk request of %s documents failed: %s %s", len(docs), status, reason)
-            if status in _SPOOL_NOT_DLQ:
-                log.error(
-                    "Elasticsearch refused the credentials (%s): spooling until it accepts them; "
-                    "check elasticsearch.api_key / username / password",
-                    status,
-                )
-                return None
-            outcome = classify(status, "request_error")
-            return [_Item(d, outcome, status, "request_error", reason) for d in docs]
-        except TransportError as err:
-            log.warning("bulk request of %s documents got no answer: %s", len(docs), err)
-            return None
-        body: Any = getattr(response, "body", response)
-        try:
-            return pair_items(docs, body)
-        except ValueError as err:
-            log.error("unusable bulk response (%s); spooling the chunk", err)
-            return None
+        """Send spooled documents, then the held ones (:meth:`Backlog.drain`)."""
+        self._backlog.drain(lambda chunk: self._deliver(chunk, None), self._chunks)
 
     def _deliver(
         self, docs: list[Document], rejected: list[Rejection] | None
@@ -508,34 +275,35 @@ class BulkSink:
         Returns:
             (documents still undeliverable, whether the cluster answered the last request).
         """
-        delays = backoff_delays(
+        delays = self._retry_delays()
+        pending = docs
+        for attempt in range(len(delays) + 1):
+            items = send_chunk(self._client, pending)
+            if items is None:
+                return pending, False
+            pending = self._settle(items, rejected)
+            if not pending:
+                return [], True
+            if attempt < len(delays):
+                self._counts.add(pending, "retried")
+                self._sleep(delays[attempt])
+        log.warning(
+            "%s documents still failing after %s retries; spooling them", len(pending), len(delays)
+        )
+        return pending, True
+
+    def _retry_delays(self) -> list[float]:
+        """A fresh jittered schedule of ``max_retries`` delays (s) for one chunk."""
+        return backoff_delays(
             self._settings.backoff_initial_s,
             self._settings.backoff_max_s,
             self._settings.max_retries,
             self._rng,
         )
-        pending = docs
-        attempt = 0
-        while True:
-            items = self._request(pending)
-            if items is None:
-                return pending, False
-            retry = self._settle(items, rejected)
-            if not retry:
-                return [], True
-            if attempt >= len(delays):
-                log.warning(
-                    "%s documents still failing after %s retries; spooling them",
-                    len(retry),
-                    attempt,
-                )
-                return retry, True
-            self._count(retry, "retried")
-            self._sleep(delays[attempt])
-            attempt += 1
-            pending = retry
 
-    def _settle(self, items: Sequence[_Item], rejected: list[Rejection] | None) -> list[Document]:
+    def _settle(
+        self, items: Sequence[BulkItem], rejected: list[Rejection] | None
+    ) -> list[Document]:
         """Count, dead-letter and acknowledge settled items; return the ones to retry."""
         settled: list[Document] = []
         retry: list[Document] = []
@@ -544,15 +312,15 @@ class BulkSink:
                 retry.append(it.doc)
                 continue
             if it.outcome is Outcome.OK:
-                self._count([it.doc], "indexed")
+                self._counts.add([it.doc], "indexed")
             elif it.outcome is Outcome.DUPLICATE:
-                self._count([it.doc], "duplicate")
+                self._counts.add([it.doc], "duplicate")
             elif rejected is not None:
                 rejected.append(Rejection(it.doc, it.status, it.error_type, it.reason))
                 continue
             else:
                 self.deadletters.write_document(it.doc, it.status, it.error_type, it.reason, STAGE)
-                self._count([it.doc], "dead_lettered")
+                self._counts.add([it.doc], "dead_lettered")
             settled.append(it.doc)
         if settled and rejected is None:
             self._on_ack(settled)

@@ -73,29 +73,16 @@ def _probe_data_streams(client: Elasticsearch, flavour: str) -> tuple[bool, str 
 def _probe_percentiles(client: Elasticsearch, flavour: str) -> tuple[bool, str | None]:
     created = False
     try:
-        try:
-            client.indices.create(index=PROBE_INDEX)
-            created = True
-        except ApiError as err:
-            if err.status_code != 400 or "already_exists" not in str(err.message):
-                log.debug("percentiles probe: cannot create %s: %s", PROBE_INDEX, _why(err))
-                return True, (
-                    f"could not check for the percentiles aggregation ({_why(err)}); "
-                    "assuming it is available"
-                )
+        created, failure = _create_probe_index(client)
+        if failure:
+            return True, failure
         client.search(
             index=PROBE_INDEX,
             size=0,
             aggs={"p": {"percentiles": {"field": "probe_value", "percents": [50.0]}}},
         )
     except ApiError as err:
-        log.debug("percentiles probe: %s", _why(err))
-        if err.status_code == 400 and "percentiles" in str(err.message).lower() + str(err.body):
-            return False, (
-                f"the percentiles aggregation is not available on this cluster ({flavour}): "
-                "iolens computes percentiles from the stored histograms instead"
-            )
-        return True, f"could not check for the percentiles aggregation ({_why(err)})"
+        return _percentiles_refused(err, flavour)
     finally:
         if created:
             try:
@@ -103,6 +90,34 @@ def _probe_percentiles(client: Elasticsearch, flavour: str) -> tuple[bool, str |
             except ApiError as err:
                 log.warning("could not delete probe index %s: %s", PROBE_INDEX, _why(err))
     return True, None
+
+
+def _create_probe_index(client: Elasticsearch) -> tuple[bool, str | None]:
+    """Create the throw-away probe index: (whether this call created it, why the probe cannot
+    go on or None; an index left by an earlier probe is used as it is)."""
+    try:
+        client.indices.create(index=PROBE_INDEX)
+    except ApiError as err:
+        if err.status_code != 400 or "already_exists" not in str(err.message):
+            log.debug("percentiles probe: cannot create %s: %s", PROBE_INDEX, _why(err))
+            return False, (
+                f"could not check for the percentiles aggregation ({_why(err)}); "
+                "assuming it is available"
+            )
+        return False, None
+    return True, None
+
+
+def _percentiles_refused(err: ApiError, flavour: str) -> tuple[bool, str]:
+    """The verdict of a probe search that failed with ``err``: a 400 naming ``percentiles``
+    means the aggregation is missing; anything else leaves it assumed available."""
+    log.debug("percentiles probe: %s", _why(err))
+    if err.status_code == 400 and "percentiles" in str(err.message).lower() + str(err.body):
+        return False, (
+            f"the percentiles aggregation is not available on this cluster ({flavour}): "
+            "iolens computes percentiles from the stored histograms instead"
+        )
+    return True, f"could not check for the percentiles aggregation ({_why(err)})"
 
 
 def detect(client: Elasticsearch) -> Capabilities:
@@ -114,19 +129,7 @@ def detect(client: Elasticsearch) -> Capabilities:
     Raises:
         ConfigError: the cluster does not answer ``GET /`` at all.
     """
-    try:
-        info = client.info()
-    except (ApiError, TransportError) as err:
-        raise ConfigError(
-            f"cannot read the cluster's version (GET /): {err}. Fix: check elasticsearch.url "
-            "and the credentials"
-        ) from None
-    version = str(info.get("version", {}).get("number", "unknown"))
-    flavour = (
-        f"noida-db {'.'.join(version.split('.')[:2])} API subset"
-        if info.get("name") == "noida-db"
-        else f"Elasticsearch {version}"
-    )
+    version, flavour = _version(client)
     messages: list[str] = []
     results = []
     for probe in (_probe_ilm, _probe_data_streams, _probe_percentiles):
@@ -142,3 +145,26 @@ def detect(client: Elasticsearch) -> Capabilities:
         percentiles_agg=results[2],
         messages=tuple(messages),
     )
+
+
+def _version(client: Elasticsearch) -> tuple[str, str]:
+    """The cluster's version number and what it is, for messages (``Elasticsearch 8.15.3``,
+    ``noida-db 8.15 API subset``).
+
+    Raises:
+        ConfigError: the cluster does not answer ``GET /``.
+    """
+    try:
+        info = client.info()
+    except (ApiError, TransportError) as err:
+        raise ConfigError(
+            f"cannot read the cluster's version (GET /): {err}. Fix: check elasticsearch.url "
+            "and the credentials"
+        ) from None
+    version = str(info.get("version", {}).get("number", "unknown"))
+    flavour = (
+        f"noida-db {'.'.join(version.split('.')[:2])} API subset"
+        if info.get("name") == "noida-db"
+        else f"Elasticsearch {version}"
+    )
+    return version, flavour

@@ -40,6 +40,14 @@ def make_client(
         "max_retries": max_retries,
         "retry_on_timeout": False,
     }
+    kwargs.update(_credentials_and_tls(es))
+    return Elasticsearch(url or es.url, **kwargs)  # type: ignore[arg-type]
+
+
+def _credentials_and_tls(es: ElasticsearchSettings) -> dict[str, object]:
+    """The client's keyword arguments for authentication (``api_key`` before basic auth) and
+    TLS (``ca_certs``; no warning when certificates are not verified)."""
+    kwargs: dict[str, object] = {}
     if es.api_key:
         kwargs["api_key"] = es.api_key
     elif es.username is not None:
@@ -48,7 +56,7 @@ def make_client(
         kwargs["ca_certs"] = es.ca_certs
     if not es.verify_certs:
         kwargs["ssl_show_warn"] = False
-    return Elasticsearch(url or es.url, **kwargs)  # type: ignore[arg-type]
+    return kwargs
 
 
 def ping_url(url: str, timeout: float, *, ssl_context: ssl.SSLContext | None = None) -> bool:

@@ -267,29 +267,40 @@ class DeadLetters:
         """
         if batch_size <= 0:
             raise ValueError(f"batch_size must be > 0, got {batch_size!r}")
+        resent = 0
+        for path in self._set_aside():
+            resent += self._replay_file(sink, path, batch_size)
+        log.info("replayed dead letters: %s left the queue", resent)
+        return resent
+
+    def _set_aside(self) -> list[Path]:
+        """The files to replay: those a stopped replay left, then ``documents.ndjson`` renamed
+        aside (so new dead letters are written to a new file meanwhile)."""
         files = sorted(self.root.glob(_REPLAY_GLOB))
         if self.documents_path.exists():
             aside = self.root / f"documents.replay-{time.time_ns()}.ndjson"
             os.replace(self.documents_path, aside)
             fsync_dir(self.root)
             files.append(aside)
+        return files
+
+    def _replay_file(self, sink: Resender, path: Path, batch_size: int) -> int:
+        """Replay one set-aside file in batches, then delete it; the number that left."""
         resent = 0
-        for path in files:
-            batch: list[DeadDocument] = []
-            for line_no, line in _lines(path):
-                entry = _parse_document(path, line_no, line)
-                if entry is None:
-                    self._append_raw(line)
-                    continue
-                batch.append(entry)
-                if len(batch) >= batch_size:
-                    resent += self._replay_batch(sink, batch)
-                    batch = []
-            if batch:
+        batch: list[DeadDocument] = []
+        for line_no, line in _lines(path):
+            entry = _parse_document(path, line_no, line)
+            if entry is None:
+                self._append_raw(line)
+                continue
+            batch.append(entry)
+            if len(batch) >= batch_size:
                 resent += self._replay_batch(sink, batch)
-            path.unlink()
-            fsync_dir(self.root)
-        log.info("replayed dead letters: %s left the queue", resent)
+                batch = []
+        if batch:
+            resent += self._replay_batch(sink, batch)
+        path.unlink()
+        fsync_dir(self.root)
         return resent
 
     def _replay_batch(self, sink: Resender, batch: list[DeadDocument]) -> int:

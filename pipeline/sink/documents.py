@@ -123,8 +123,15 @@ def histogram_document(
     source = ctx.base("metrics", HISTOGRAM_DATASET, rec.window_ms[1], created_ms)
     source["host"] = {"name": src.host}
     source["log"] = {"file": {"path": src.path}, "offset": line_offset}
+    source["fio"] = _histogram_fio(src, rec, ref)
+    ident = doc_id(HISTOGRAM_DATASET, src.host, src.prefix, src.job, src.fingerprint, ref.line_no)
+    return Document(stream_name("metrics", HISTOGRAM_DATASET, ctx.namespace), ident, source, (ref,))
+
+
+def _histogram_fio(src: FioSource, rec: RecordFields, ref: LineRef) -> dict[str, Any]:
+    """The ``fio.*`` fields of a histogram document."""
     count, unit, coarseness = rec.bins
-    source["fio"] = {
+    return {
         "job": src.job,
         "prefix": src.prefix,
         "ddir": rec.ddir,
@@ -135,8 +142,6 @@ def histogram_document(
         "bins": {"count": count, "unit": unit, "coarseness": coarseness},
         "clat_ns": _drop_none(rec.clat_ns),
     }
-    ident = doc_id(HISTOGRAM_DATASET, src.host, src.prefix, src.job, src.fingerprint, ref.line_no)
-    return Document(stream_name("metrics", HISTOGRAM_DATASET, ctx.namespace), ident, source, (ref,))
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,17 @@ def latency_document(
     source = ctx.base("metrics", LATENCY_DATASET, end, created_ms)
     if key.host is not None:
         source["host"] = {"name": key.host}
+    source["fio"] = _latency_fio(key, stats, records)
+    source["iolens"] = {"scope": key.scope, "method": key.method}
+    ident = _latency_id(key, stats, records)
+    return Document(stream_name("metrics", LATENCY_DATASET, ctx.namespace), ident, source, refs)
+
+
+def _latency_fio(
+    key: LatencyKey, stats: Mapping[str, float | int | None], records: int
+) -> dict[str, Any]:
+    """The ``fio.*`` fields of a latency document."""
+    end = key.interval_start_ms + key.interval_ms
     fio: dict[str, Any] = {
         "ddir": key.ddir,
         "interval": {"start_ms": key.interval_start_ms, "end_ms": end, "ms": key.interval_ms},
@@ -176,11 +192,16 @@ def latency_document(
         fio["job"] = key.job
     if key.prefix is not None:
         fio["prefix"] = key.prefix
-    source["fio"] = fio
-    source["iolens"] = {"scope": key.scope, "method": key.method}
-    # The revision (records merged, samples) is part of the id: the same inputs give the same
-    # id (a replay is a 409); more inputs give a new document that supersedes the old one.
-    ident = doc_id(
+    return fio
+
+
+def _latency_id(key: LatencyKey, stats: Mapping[str, float | int | None], records: int) -> str:
+    """The id of a latency document.
+
+    The revision (records merged, samples) is part of the id: the same inputs give the same
+    id (a replay is a 409); more inputs give a new document that supersedes the old one.
+    """
+    return doc_id(
         LATENCY_DATASET,
         key.scope,
         key.host,
@@ -193,7 +214,6 @@ def latency_document(
         stats.get("samples"),
         *(() if key.prefix is None else (key.prefix,)),
     )
-    return Document(stream_name("metrics", LATENCY_DATASET, ctx.namespace), ident, source, refs)
 
 
 DISKIO_DATASET = "sysstat.diskio"
@@ -212,35 +232,41 @@ def diskio_document(
     source = ctx.base("metrics", DISKIO_DATASET, s.end_s * 1000, created_ms)
     source["host"] = {"name": s.host}
     source["metricset"] = {"period": round(s.interval_s * 1000)}
-    source["system"] = {
-        "diskio": {
-            "name": s.device,
-            "iostat": {
-                "request": {"per_sec": s.tps, "avg_size": s.areq_sz_kb * 1024},
-                "read": {"per_sec": {"bytes": s.read_kb_per_s * 1024}},
-                "write": {"per_sec": {"bytes": s.write_kb_per_s * 1024}},
-                "discard": {"per_sec": {"bytes": s.discard_kb_per_s * 1024}},
-                "queue": {"avg_size": s.aqu_sz},
-                "await": s.await_ms,
-                "busy": s.util_pct,
-            },
-        }
-    }
-    source["sysstat"] = {
-        "disk": {
-            "tps": s.tps,
-            "rkB_s": s.read_kb_per_s,
-            "wkB_s": s.write_kb_per_s,
-            "dkB_s": s.discard_kb_per_s,
-            "areq_sz": s.areq_sz_kb,
-            "aqu_sz": s.aqu_sz,
-            "await": s.await_ms,
-            "util": s.util_pct,
-            "interval_s": s.interval_s,
-        }
-    }
+    source["system"] = {"diskio": _metricbeat_diskio(s)}
+    source["sysstat"] = {"disk": _sysstat_disk(s)}
     ident = doc_id(DISKIO_DATASET, s.host, s.device, f"{s.end_s:.3f}")
     return Document(stream_name("metrics", DISKIO_DATASET, ctx.namespace), ident, source, refs)
+
+
+def _metricbeat_diskio(s: DiskSample) -> dict[str, Any]:
+    """Metricbeat's ``system.diskio`` fields of ``s`` (bytes, ms and %)."""
+    return {
+        "name": s.device,
+        "iostat": {
+            "request": {"per_sec": s.tps, "avg_size": s.areq_sz_kb * 1024},
+            "read": {"per_sec": {"bytes": s.read_kb_per_s * 1024}},
+            "write": {"per_sec": {"bytes": s.write_kb_per_s * 1024}},
+            "discard": {"per_sec": {"bytes": s.discard_kb_per_s * 1024}},
+            "queue": {"avg_size": s.aqu_sz},
+            "await": s.await_ms,
+            "busy": s.util_pct,
+        },
+    }
+
+
+def _sysstat_disk(s: DiskSample) -> dict[str, Any]:
+    """sysstat's own ``sar -d`` fields of ``s`` (kB, as ``sar -d`` prints them)."""
+    return {
+        "tps": s.tps,
+        "rkB_s": s.read_kb_per_s,
+        "wkB_s": s.write_kb_per_s,
+        "dkB_s": s.discard_kb_per_s,
+        "areq_sz": s.areq_sz_kb,
+        "aqu_sz": s.aqu_sz,
+        "await": s.await_ms,
+        "util": s.util_pct,
+        "interval_s": s.interval_s,
+    }
 
 
 PEER_ANOMALY_DATASET = "iolens.peer_anomaly"
@@ -287,7 +313,15 @@ def peer_anomaly_document(ctx: DocContext, v: PeerVerdict, created_ms: float) ->
     source = ctx.base("metrics", PEER_ANOMALY_DATASET, v.start_s * 1000, created_ms)
     source["host"] = {"name": v.host}
     source["system"] = {"diskio": {"name": v.device}}
-    source["iolens"] = {
+    source["iolens"] = _ml_record(v)
+    ident = doc_id(PEER_ANOMALY_DATASET, v.group, v.metric, v.host, v.device, f"{v.end_s:.3f}")
+    return Document(stream_name("metrics", PEER_ANOMALY_DATASET, ctx.namespace), ident, source)
+
+
+def _ml_record(v: PeerVerdict) -> dict[str, Any]:
+    """The ``iolens.*`` fields of a peer-anomaly document: an Elastic ML ``record`` result,
+    with the comparison's own values under ``peer``."""
+    return {
         "result_type": "record",
         "job_id": f"peer-{v.metric}",
         "bucket_span": v.span_s,
@@ -311,8 +345,6 @@ def peer_anomaly_document(ctx: DocContext, v: PeerVerdict, created_ms: float) ->
             "bins": v.bins,
         },
     }
-    ident = doc_id(PEER_ANOMALY_DATASET, v.group, v.metric, v.host, v.device, f"{v.end_s:.3f}")
-    return Document(stream_name("metrics", PEER_ANOMALY_DATASET, ctx.namespace), ident, source)
 
 
 def persistence_document(

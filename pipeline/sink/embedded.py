@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from pipeline.settings import ConfigError, ElasticsearchSettings, EmbeddedSettings
 from pipeline.sink.client import ping_url
@@ -133,14 +133,21 @@ class EmbeddedServer:
                 f"cannot start the embedded Elasticsearch-API server: something already answers "
                 f"at {self.url}. Fix: use that server (elasticsearch.url) or pick another port"
             )
+        proc = self._spawn(detach)
+        self._wait_ready(proc, timeout_s)
+        if detach:
+            (self.data_dir / PID_NAME).write_text(f"{proc.pid}\n", encoding="utf-8")
+        log.info("embedded Elasticsearch-API server answering at %s (pid %s)", self.url, self.pid)
+
+    def _spawn(self, detach: bool) -> subprocess.Popen[bytes]:
+        """Start the binary, its output appended to ``<data_dir>/noida-db.log``."""
         binary = noida_binary()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.data_dir / LOG_NAME
         cmd = [
             str(binary), "start", "--data-dir", str(self.data_dir), "--only", "elasticsearch",
             "--elasticsearch-port", str(self.port), "--host", self.host,
         ]  # fmt: skip
-        with open(log_path, "ab") as out:
+        with open(self.data_dir / LOG_NAME, "ab") as out:
             self._proc = subprocess.Popen(
                 cmd,
                 stdin=subprocess.DEVNULL,
@@ -148,15 +155,21 @@ class EmbeddedServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=detach,
             )
+        return self._proc
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+        """Wait until ``GET /`` answers; stop the server and raise ConfigError when it exits
+        or stays silent for ``timeout_s``."""
         deadline = self._clock() + timeout_s
         while not ping_url(self.url + "/", timeout=1.0):
-            code = self._proc.poll()
+            code = proc.poll()
             if code is not None or self._clock() >= deadline:
                 self.stop()
                 if code is not None:
                     what = f"exited with status {code}"
                 else:
                     what = f"did not answer at {self.url} within {timeout_s:g} s"
+                log_path = self.data_dir / LOG_NAME
                 raise ConfigError(
                     f"the embedded Elasticsearch-API server (noida-db) {what}; its output "
                     f"({log_path}) ends with:\n{_log_tail(log_path)}\n"
@@ -164,9 +177,6 @@ class EmbeddedServer:
                     "elasticsearch.url at a running cluster"
                 )
             self._sleep(0.05)
-        if detach:
-            (self.data_dir / PID_NAME).write_text(f"{self._proc.pid}\n", encoding="utf-8")
-        log.info("embedded Elasticsearch-API server answering at %s (pid %s)", self.url, self.pid)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Terminate the server (SIGTERM, wait, then SIGKILL). Idempotent."""
@@ -258,6 +268,15 @@ def stop_detached(
     if not _alive(pid) or not _is_noida(pid):
         pid_file.unlink(missing_ok=True)
         return False
+    _terminate(pid, timeout_s, clock, sleep)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
+def _terminate(
+    pid: int, timeout_s: float, clock: Callable[[], float], sleep: Callable[[float], None]
+) -> None:
+    """SIGTERM ``pid``, wait until it is gone or ``timeout_s`` passed, then SIGKILL."""
     os.kill(pid, signal.SIGTERM)
     deadline = clock() + timeout_s
     while _alive(pid):
@@ -266,8 +285,6 @@ def stop_detached(
             os.kill(pid, signal.SIGKILL)
             break
         sleep(0.05)
-    pid_file.unlink(missing_ok=True)
-    return True
 
 
 def ensure_cluster(
@@ -298,19 +315,19 @@ def ensure_cluster(
     logger = log if log is not None else logging.getLogger(__name__)
     if ping_url(es.url, timeout=min(es.request_timeout_s, 5.0)):
         return es.url, None
-    parts = urlsplit(es.url)
-    local = parts.scheme == "http" and (parts.hostname or "") in _LOCAL_HOSTS
-    if not local or not emb.enabled:
-        why = (
-            "embedded.enabled is false"
-            if local
-            else "the embedded server is only started for an http:// URL on localhost"
-        )
-        raise ConfigError(
-            f"no Elasticsearch cluster answered at {es.url} ({why}). Fix: start the cluster or "
-            "set elasticsearch.url (or IOLENS_ES_URL) to one that is running"
-            + ("" if local else ", or use http://localhost:9200 for the embedded server")
-        )
+    server = _start_embedded(es, emb, detach, logger)
+    return server.url, server
+
+
+def _start_embedded(
+    es: ElasticsearchSettings, emb: EmbeddedSettings, detach: bool, logger: logging.Logger
+) -> EmbeddedServer:
+    """Start noida-db in place of the silent cluster at ``es.url`` (see :func:`ensure_cluster`).
+
+    Raises:
+        ConfigError: it may not stand in for ``es.url``, or could not be started.
+    """
+    parts = _embeddable(es, emb.enabled)
     data_dir = Path(emb.data_dir)
     host = "::1" if parts.hostname == "::1" else "127.0.0.1"
     server = EmbeddedServer(data_dir, parts.port or 9200, host)
@@ -321,4 +338,27 @@ def ensure_cluster(
         es.url,
         data_dir,
     )
-    return server.url, server
+    return server
+
+
+def _embeddable(es: ElasticsearchSettings, enabled: bool) -> SplitResult:
+    """The parts of ``es.url`` when the embedded server may stand in for it (``http://`` on
+    localhost and ``embedded.enabled``).
+
+    Raises:
+        ConfigError: it may not; the message names the URL and the fix.
+    """
+    parts = urlsplit(es.url)
+    local = parts.scheme == "http" and (parts.hostname or "") in _LOCAL_HOSTS
+    if not local or not enabled:
+        why = (
+            "embedded.enabled is false"
+            if local
+            else "the embedded server is only started for an http:// URL on localhost"
+        )
+        raise ConfigError(
+            f"no Elasticsearch cluster answered at {es.url} ({why}). Fix: start the cluster or "
+            "set elasticsearch.url (or IOLENS_ES_URL) to one that is running"
+            + ("" if local else ", or use http://localhost:9200 for the embedded server")
+        )
+    return parts

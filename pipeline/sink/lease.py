@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from elasticsearch import ConflictError, Elasticsearch, NotFoundError
 
@@ -68,25 +69,36 @@ class Lease:
             except NotFoundError:
                 doc = None
             try:
-                if doc is None:
-                    self.client.create(index=LEASE_INDEX, id=self.name, document=body, refresh=True)
-                else:
-                    src = doc["_source"]
-                    if src.get("holder") != self.holder and int(src.get("expires_ms", 0)) > now_ms:
-                        self._set(False, src.get("holder"))
-                        return False
-                    self.client.index(
-                        index=LEASE_INDEX,
-                        id=self.name,
-                        document=body,
-                        if_seq_no=doc["_seq_no"],
-                        if_primary_term=doc["_primary_term"],
-                        refresh=True,
-                    )
+                if not self._write(doc, body, now_ms):
+                    return False
             except ConflictError:
                 self._set(False, "another instance")
                 return False
         self._set(True, self.holder)
+        return True
+
+    def _write(self, doc: Any, body: dict[str, Any], now_ms: int) -> bool:
+        """Write ``body`` over the lease document ``doc`` (None: there is none) unless another
+        holder's lease is still running at ``now_ms`` (then False).
+
+        Raises:
+            ConflictError: another instance wrote the lease first.
+        """
+        if doc is None:
+            self.client.create(index=LEASE_INDEX, id=self.name, document=body, refresh=True)
+            return True
+        src = doc["_source"]
+        if src.get("holder") != self.holder and int(src.get("expires_ms", 0)) > now_ms:
+            self._set(False, src.get("holder"))
+            return False
+        self.client.index(
+            index=LEASE_INDEX,
+            id=self.name,
+            document=body,
+            if_seq_no=doc["_seq_no"],
+            if_primary_term=doc["_primary_term"],
+            refresh=True,
+        )
         return True
 
     def release(self) -> None:

@@ -65,9 +65,23 @@ def request_document(
     source["event"]["kind"] = "event"
     source["event"]["duration"] = r.end_ns - r.start_ns
     source["host"] = {"name": host}
-    req: dict[str, Any] = {
+    req = _request_fields(host, r, c, wall_offset_ns)
+    if assignment is not None:
+        req["cluster"] = assignment.cluster
+        req["distance"] = assignment.distance
+        req["outlier"] = bool(outlier)
+    if model is not None:
+        req["model"] = model
+    source["iolens"] = {"request": req}
+    index = stream_name("logs", REQUEST_DATASET, ctx.namespace)
+    return Document(index, req["id"], source, refs)
+
+
+def _request_fields(host: str, r: Request, c: Canonical, wall_offset_ns: int) -> dict[str, Any]:
+    """The ``iolens.request.*`` fields of a request and its canonical form (no clustering)."""
+    return {
         "id": request_id(host, r),
-        "start": iso_ms(start_ms),
+        "start": iso_ms((r.start_ns + wall_offset_ns) / 1e6),
         "end": iso_ms((r.end_ns + wall_offset_ns) / 1e6),
         "duration_ms": (r.end_ns - r.start_ns) / 1e6,
         "complete": r.complete,
@@ -80,15 +94,6 @@ def request_document(
         "canonical": c.text(),
         "critical_path_ms": c.critical_path_ns / 1e6,
     }
-    if assignment is not None:
-        req["cluster"] = assignment.cluster
-        req["distance"] = assignment.distance
-        req["outlier"] = bool(outlier)
-    if model is not None:
-        req["model"] = model
-    source["iolens"] = {"request": req}
-    index = stream_name("logs", REQUEST_DATASET, ctx.namespace)
-    return Document(index, req["id"], source, refs)
 
 
 def model_documents(

@@ -66,21 +66,35 @@ def iter_hits(
     while True:
         try:
             with _request(f"search of {index}"):
-                resp = client.search(
-                    index=index,
-                    query=dict(query),
-                    sort=[dict(s) for s in sort],
-                    size=page_size,
-                    source_includes=list(source) if source is not None else None,
-                    search_after=after,
-                )
+                hits = _page(client, index, query, sort, source, page_size, after)
         except _Missing:
             return
-        hits = resp["hits"]["hits"]
         yield from hits
         if len(hits) < page_size:
             return
         after = list(hits[-1]["sort"])
+
+
+def _page(
+    client: Elasticsearch,
+    index: str,
+    query: Mapping[str, Any],
+    sort: Sequence[Mapping[str, Any]],
+    source: Sequence[str] | None,
+    page_size: int,
+    after: list[Any] | None,
+) -> list[Mapping[str, Any]]:
+    """One page of hits: at most ``page_size``, those after the sort values ``after``."""
+    resp = client.search(
+        index=index,
+        query=dict(query),
+        sort=[dict(s) for s in sort],
+        size=page_size,
+        source_includes=list(source) if source is not None else None,
+        search_after=after,
+    )
+    hits: list[Mapping[str, Any]] = resp["hits"]["hits"]
+    return hits
 
 
 def refresh(client: Elasticsearch, index: str) -> None:

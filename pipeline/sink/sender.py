@@ -33,15 +33,18 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Unpack
 
 from elasticsearch import Elasticsearch
 
 from pipeline.records import Document
 from pipeline.settings import SinkSettings
-from pipeline.sink.bulk import BulkSink, StreamStats
+from pipeline.sink.bulk import BulkSink
 from pipeline.sink.deadletter import DeadLetters, Rejection
+from pipeline.sink.hooks import SinkHooks, ignore_acks
 from pipeline.sink.spool import Spool
 from pipeline.sink.stage_queue import StageQueue
+from pipeline.sink.stats import StreamStats
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,56 @@ STALE_S = 3600.0
 outage) is no longer followed for the lag."""
 
 
+class _Acks:
+    """Acknowledgements on their way from the sender thread to the owner's ``on_ack``, and
+    the lag of documents from :meth:`AsyncSink.add` to their acknowledgement (s,
+    ``time.perf_counter``), followed by the document's identity."""
+
+    def __init__(self, on_ack: Callable[[Sequence[Document]], None]) -> None:
+        self.arrived: deque[Sequence[Document]] = deque()
+        """Settled documents, appended by the sender thread."""
+        self._on_ack = on_ack
+        self._added: dict[int, float] = {}
+        self._lag = (0, 0.0, 0.0)  # acknowledged, summed and largest lag (s) since take
+
+    def deliver(self) -> None:
+        """Hand what arrived to ``on_ack`` (on the calling thread), measuring the lag."""
+        while self.arrived:
+            docs = self.arrived.popleft()
+            self.acknowledged(docs, time.perf_counter())
+            self._on_ack(docs)
+
+    def added(self, doc: Document, when: float) -> None:
+        """``doc`` was queued at ``when``."""
+        self._added[id(doc)] = when
+
+    def forget(self, docs: Sequence[Document]) -> None:
+        """``docs`` will not be acknowledged (let go)."""
+        for d in docs:
+            self._added.pop(id(d), None)
+
+    def acknowledged(self, docs: Sequence[Document], now: float) -> None:
+        """``docs`` were acknowledged at ``now``; those followed add to the lag."""
+        n, total, worst = self._lag
+        for d in docs:
+            added = self._added.pop(id(d), None)
+            if added is not None:
+                lag = now - added
+                n, total, worst = n + 1, total + lag, max(worst, lag)
+        self._lag = (n, total, worst)
+
+    def take(self, now: float) -> tuple[int, float | None, float | None]:
+        """Documents acknowledged since the last call, their mean and largest lag (s; None
+        without any); then zeroed, and documents added before ``now - STALE_S`` forgotten."""
+        n, total, worst = self._lag
+        self._lag = (0, 0.0, 0.0)
+        # documents spooled for later (perhaps for another process) are no longer followed
+        cutoff = now - STALE_S
+        for key in [k for k, t in self._added.items() if t < cutoff]:
+            del self._added[key]
+        return n, (total / n if n else None), (worst if n else None)
+
+
 class AsyncSink:
     """A :class:`BulkSink` fed by a sender thread through a bounded :class:`StageQueue`.
 
@@ -63,10 +116,11 @@ class AsyncSink:
     ``stats``, ``resend``, ``spool``, ``deadletters``), plus :meth:`poll`.
 
     Args:
-        client, settings, state_dir, clock: as for :class:`BulkSink`.
-        on_ack: called on the thread that calls :meth:`poll`, :meth:`flush` or
-            :meth:`maybe_flush`, with the documents that settled.
+        client, settings, state_dir: as for :class:`BulkSink`.
         target_bulk_s: the sink's work one bulk request should hold at its measured rate.
+        **hooks: as for :class:`BulkSink` (:class:`~pipeline.sink.hooks.SinkHooks`), except
+            that ``on_ack`` is called on the thread that calls :meth:`poll`, :meth:`flush` or
+            :meth:`maybe_flush`, with the documents that settled.
 
     Raises:
         RuntimeError: from ``add``/``flush``, when the sender thread failed (its exception is
@@ -79,14 +133,14 @@ class AsyncSink:
         settings: SinkSettings,
         state_dir: Path,
         *,
-        on_ack: Callable[[Sequence[Document]], None] = lambda d: None,
-        clock: Callable[[], float] = time.monotonic,
         target_bulk_s: float = 0.5,
+        **hooks: Unpack[SinkHooks],
     ) -> None:
-        self._acked: deque[Sequence[Document]] = deque()
-        self._on_ack = on_ack
-        self.sink = BulkSink(client, settings, state_dir, on_ack=self._acked.append, clock=clock)
+        self._acks = _Acks(hooks.get("on_ack", ignore_acks))
+        sink_hooks: SinkHooks = {**hooks, "on_ack": self._acks.arrived.append}
+        self.sink = BulkSink(client, settings, state_dir, **sink_hooks)
         self.settings = settings
+        clock = hooks.get("clock", time.monotonic)
         self.queue: StageQueue[Document] = StageQueue(settings.queue_docs, clock)
         self.target_bulk_s = target_bulk_s
         self.bulk_docs = settings.chunk_max_docs
@@ -99,8 +153,6 @@ class AsyncSink:
         (False: let them go at once, unacknowledged)."""
         self.unsent = 0
         """Documents let go unacknowledged by :meth:`add` and :meth:`flush` (spool full)."""
-        self._added: dict[int, float] = {}
-        self._lag = (0, 0.0, 0.0)  # acknowledged, summed and largest lag (s) since take_lag
         self._error: BaseException | None = None
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="iolens-sink", daemon=True)
@@ -128,7 +180,7 @@ class AsyncSink:
         self._check()
         start = time.perf_counter()
         if self.queue.put(doc, timeout_s=0.0):
-            self._added[id(doc)] = start
+            self._acks.added(doc, start)
             return True
         try:
             while True:
@@ -138,7 +190,7 @@ class AsyncSink:
                 if self.queue.put(doc, timeout_s=_WAKE_S):
                     break
                 self._check()
-            self._added[id(doc)] = start
+            self._acks.added(doc, start)
             return True
         finally:
             self.put_wait_s += time.perf_counter() - start
@@ -150,32 +202,16 @@ class AsyncSink:
 
     def poll(self) -> None:
         """Hand the documents settled since the last call to ``on_ack`` (on this thread)."""
-        while self._acked:
-            docs = self._acked.popleft()
-            now = time.perf_counter()
-            n, total, worst = self._lag
-            for d in docs:
-                added = self._added.pop(id(d), None)
-                if added is not None:
-                    lag = now - added
-                    n, total, worst = n + 1, total + lag, max(worst, lag)
-            self._lag = (n, total, worst)
-            self._on_ack(docs)
+        self._acks.deliver()
 
     def take_lag(self) -> tuple[int, float | None, float | None]:
         """Documents acknowledged since the last call, and their mean and largest lag from
         :meth:`add` to acknowledgement (s; None without any); then zeroed."""
-        n, total, worst = self._lag
-        self._lag = (0, 0.0, 0.0)
-        # documents spooled for later (perhaps for another process) are no longer followed
-        cutoff = time.perf_counter() - STALE_S
-        for key in [k for k, t in self._added.items() if t < cutoff]:
-            del self._added[key]
-        return n, (total / n if n else None), (worst if n else None)
+        return self._acks.take(time.perf_counter())
 
     def maybe_flush(self) -> bool:
         """Deliver acknowledgements; the sender flushes by itself. Returns whether any came."""
-        had = bool(self._acked)
+        had = bool(self._acks.arrived)
         self.poll()
         self._check()
         return had
@@ -197,8 +233,7 @@ class AsyncSink:
         """Take everything queued out, unacknowledged (see :meth:`refusing`)."""
         docs = self.queue.get_batch(len(self.queue), timeout_s=0.0)
         self.queue.done(len(docs))
-        for d in docs:
-            self._added.pop(id(d), None)
+        self._acks.forget(docs)
         self.unsent += len(docs)
         if docs:
             log.error(

@@ -8,7 +8,7 @@ one document per line::
 
 The spool is bounded: a :class:`Spool` made with ``max_bytes`` (``sink.spool_max_bytes``) refuses
 a segment that would take it past that many bytes with :class:`SpoolFull`, and the sink then
-holds the documents in memory and stops taking new ones (:mod:`pipeline.sink.bulk`): reading
+holds the documents in memory and stops taking new ones (:mod:`pipeline.sink.backlog`): reading
 waits, as a Filebeat disk queue that reached its ``max_size`` blocks its inputs. Nothing is
 dropped; documents a stopped process could neither deliver nor spool were never acknowledged,
 so they are read again from their files.
@@ -277,26 +277,36 @@ class Spool:
                 try:
                     docs = _read_segment(seg)
                 except (ValueError, KeyError, TypeError) as err:
-                    bad = seg.with_name(seg.name + ".corrupt")
-                    log.error("spool segment %s is unreadable (%s); moved to %s", seg, err, bad)
-                    os.replace(seg, bad)
-                    del self._counts[seg], self._sizes[seg]
+                    self._quarantine(seg, err)
                     continue
                 remaining = send(docs)
                 delivered += len(docs) - len(remaining)
-                if not remaining:
-                    seg.unlink()
-                    fsync_dir(self.root)
-                    del self._counts[seg], self._sizes[seg]
-                    continue
-                if len(remaining) < len(docs):
-                    write_atomically(seg, [compact_json(document_to_dict(d)) for d in remaining])
-                    self._counts[seg] = len(remaining)
-                    self._sizes[seg] = seg.stat().st_size
-                break
+                if self._keep_rest(seg, len(docs), remaining):
+                    break  # the cluster is evidently still in trouble
         if delivered:
             log.info("delivered %s spooled documents; %s still spooled", delivered, self.pending())
         return delivered
+
+    def _quarantine(self, seg: Path, err: Exception) -> None:
+        """Rename the unreadable segment ``seg`` to ``*.corrupt`` and forget it."""
+        bad = seg.with_name(seg.name + ".corrupt")
+        log.error("spool segment %s is unreadable (%s); moved to %s", seg, err, bad)
+        os.replace(seg, bad)
+        del self._counts[seg], self._sizes[seg]
+
+    def _keep_rest(self, seg: Path, sent: int, remaining: list[Document]) -> bool:
+        """After ``sent`` documents of ``seg`` went out: delete it when none remain (False),
+        else rewrite it with the ``remaining`` ones (True: draining stops)."""
+        if not remaining:
+            seg.unlink()
+            fsync_dir(self.root)
+            del self._counts[seg], self._sizes[seg]
+            return False
+        if len(remaining) < sent:
+            write_atomically(seg, [compact_json(document_to_dict(d)) for d in remaining])
+            self._counts[seg] = len(remaining)
+            self._sizes[seg] = seg.stat().st_size
+        return True
 
     def iter_documents(self) -> Iterable[Document]:
         """The spooled documents, oldest first (for inspection and tests)."""

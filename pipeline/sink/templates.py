@@ -169,28 +169,9 @@ def install(
     messages: list[str] = []
     stripped = False
     for obj in sorted(objects, key=lambda o: (_ORDER[o.kind], o.name)):
-        body = obj.body
-        if obj.kind == "ilm" and not caps.ilm:
-            messages.append(f"skipped ILM policy {obj.name}: the cluster has no ILM")
-            continue
-        if obj.kind == "component" and not caps.ilm:
-            body, removed = without_lifecycle(body)
-            stripped |= removed
-        try:
-            _put(client, obj, body)
-            if obj.kind == "component" and obj.name.endswith("@package"):
-                _update_existing(client, obj.name.removesuffix("@package"), body)
-        except ApiError as err:
-            raise ConfigError(
-                f"{obj.path}: the cluster rejected {obj.kind} {obj.name}: HTTP "
-                f"{err.status_code}: {err.body}. Fix the file and run setup again"
-            ) from None
-        version = body.get("version")
-        what = {"ilm": "ILM policy", "component": "component template", "index": "index template"}
-        messages.append(
-            f"installed {what[obj.kind]} {obj.name}"
-            + (f" (version {version})" if version is not None else "")
-        )
+        message, removed = _install_one(client, obj, caps)
+        messages.append(message)
+        stripped |= removed
     if stripped:
         messages.append(
             f"ILM is not available: removed {_LIFECYCLE} from the settings component; "
@@ -199,3 +180,33 @@ def install(
     for msg in messages:
         log.debug("%s", msg)
     return messages
+
+
+def _install_one(
+    client: Elasticsearch, obj: TemplateObject, caps: Capabilities
+) -> tuple[str, bool]:
+    """PUT one object (see :func:`install`): (the message, whether the ILM lifecycle setting
+    was removed from it).
+
+    Raises:
+        ConfigError: the cluster rejected it.
+    """
+    body = obj.body
+    if obj.kind == "ilm" and not caps.ilm:
+        return f"skipped ILM policy {obj.name}: the cluster has no ILM", False
+    removed = False
+    if obj.kind == "component" and not caps.ilm:
+        body, removed = without_lifecycle(body)
+    try:
+        _put(client, obj, body)
+        if obj.kind == "component" and obj.name.endswith("@package"):
+            _update_existing(client, obj.name.removesuffix("@package"), body)
+    except ApiError as err:
+        raise ConfigError(
+            f"{obj.path}: the cluster rejected {obj.kind} {obj.name}: HTTP "
+            f"{err.status_code}: {err.body}. Fix the file and run setup again"
+        ) from None
+    version = body.get("version")
+    what = {"ilm": "ILM policy", "component": "component template", "index": "index template"}
+    message = f"installed {what[obj.kind]} {obj.name}"
+    return message + (f" (version {version})" if version is not None else ""), removed
