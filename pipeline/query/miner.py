@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, TypedDict, Unpack
 
 import pandas as pd  # type: ignore[import-untyped]
@@ -133,12 +132,7 @@ class IOMiner:
     def __enter__(self) -> IOMiner:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def init_stores(self, start: TimeLike, end: TimeLike) -> None:

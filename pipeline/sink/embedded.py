@@ -23,7 +23,6 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from urllib.parse import SplitResult, urlsplit
 
 from pipeline.settings import ConfigError, ElasticsearchSettings, EmbeddedSettings
@@ -201,12 +200,7 @@ class EmbeddedServer:
             self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
