@@ -32,7 +32,8 @@ import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import COMMENT, RESTART, SadfHeader
+from pipeline.parsers.sysstat import SadfHeader
+from pipeline.parsers.sysstat_values import COMMENT, RESTART
 from pipeline.records import DISK_METRICS
 
 F64 = npt.NDArray[np.float64]
