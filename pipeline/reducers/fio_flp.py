@@ -270,6 +270,21 @@ def _weighted_interval(
             yield _stats(bv, opts, end, d, hist, acc.samples, acc.mn, acc.mx)
 
 
+def _add_counts(
+    acc: dict[str, npt.NDArray[np.int64]] | None,
+    h: FioHistRow,
+    bv: _BinVals,
+    dirs: Sequence[str],
+) -> dict[str, npt.NDArray[np.int64]]:
+    """Add a record's counts to its direction and mixed (new sums when ``acc`` is None)."""
+    if acc is None:
+        acc = {d: np.zeros(bv.n, dtype=np.int64) for d in dirs}
+    for d in ("m", DIR_CODES[h.ddir]):
+        if d in acc:
+            acc[d][h.bin_idx] += h.counts
+    return acc
+
+
 def _collect_due(
     iters: Sequence[Iterator[FioHistRow]],
     heads: list[FioHistRow | None],
@@ -293,11 +308,7 @@ def _collect_due(
             ts = h.time_ms if h is not None else 0
             if h is not None and ts and ts + 10 < end:
                 found = more = True
-                if acc is None:
-                    acc = {d: np.zeros(bv.n, dtype=np.int64) for d in dirs}
-                for d in ("m", DIR_CODES[h.ddir]):
-                    if d in acc:
-                        acc[d][h.bin_idx] += h.counts
+                acc = _add_counts(acc, h, bv, dirs)
                 heads[i] = next(it, None)
             elif ts:
                 more = True
