@@ -186,32 +186,31 @@ def _block(
         return _columnar_block(
             [c for c in columns if isinstance(c, SampleColumns)], field, scale, since_s, until_s
         )
-    return _sample_block(rec, luns, field, scale, since_s, until_s)
+    return _sample_block(columns, field, scale, since_s, until_s)
 
 
 def _sample_block(
-    rec: Recording,
-    luns: Sequence[str],
+    columns: Sequence[Sequence[DiskSample]],
     field: str,
     scale: float,
     since_s: float | None,
     until_s: float | None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`_block` over samples as :class:`DiskSample` objects."""
+    """:func:`_block` over each LUN's samples as :class:`DiskSample` objects."""
     times = sorted(
         {
             s.end_s
-            for lun in luns
-            for s in rec.samples[lun]
+            for samples in columns
+            for s in samples
             if (since_s is None or s.end_s > since_s) and (until_s is None or s.end_s <= until_s)
         }
     )
     if not times:
         return None
     index = {t: i for i, t in enumerate(times)}
-    values = np.zeros((len(luns), len(times)), dtype=np.float64)
-    for row, lun in enumerate(luns):
-        for s in rec.samples[lun]:
+    values = np.zeros((len(columns), len(times)), dtype=np.float64)
+    for row, samples in enumerate(columns):
+        for s in samples:
             col = index.get(s.end_s)
             if col is not None:
                 values[row, col] = getattr(s, field) * scale

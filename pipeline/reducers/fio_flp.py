@@ -28,6 +28,8 @@ from pipeline.records import FioHistRow
 from pipeline.reducers.fio_bins import BinLayout
 
 F64 = npt.NDArray[np.float64]
+Counts = dict[str, npt.NDArray[np.int64]]
+"""Bin counts per direction code of one interval (unweighted mode)."""
 DIR_CODES = "rwt"  # fiologparser's dir_map: ddir 0, 1, 2
 
 
@@ -270,12 +272,7 @@ def _weighted_interval(
             yield _stats(bv, opts, end, d, hist, acc.samples, acc.mn, acc.mx)
 
 
-def _add_counts(
-    acc: dict[str, npt.NDArray[np.int64]] | None,
-    h: FioHistRow,
-    bv: _BinVals,
-    dirs: Sequence[str],
-) -> dict[str, npt.NDArray[np.int64]]:
+def _add_counts(acc: Counts | None, h: FioHistRow, bv: _BinVals, dirs: Sequence[str]) -> Counts:
     """Add a record's counts to its direction and mixed (new sums when ``acc`` is None)."""
     if acc is None:
         acc = {d: np.zeros(bv.n, dtype=np.int64) for d in dirs}
@@ -291,7 +288,7 @@ def _collect_due(
     end: float,
     bv: _BinVals,
     dirs: Sequence[str],
-) -> tuple[bool, dict[str, npt.NDArray[np.int64]] | None]:
+) -> tuple[bool, Counts | None]:
     """Sum the records due in the interval ending at ``end`` (more than 10 ms before it), file
     by file and round after round as the script does.
 
@@ -300,7 +297,7 @@ def _collect_due(
         (None when no record was due).
     """
     more = False
-    acc: dict[str, npt.NDArray[np.int64]] | None = None
+    acc: Counts | None = None
     while True:
         found = False
         for i, it in enumerate(iters):
@@ -316,9 +313,7 @@ def _collect_due(
             return more, acc
 
 
-def _unweighted_rows(
-    bv: _BinVals, opts: FlpOptions, end: float, acc: dict[str, npt.NDArray[np.int64]]
-) -> Iterator[FlpStats]:
+def _unweighted_rows(bv: _BinVals, opts: FlpOptions, end: float, acc: Counts) -> Iterator[FlpStats]:
     """The rows of one interval of the unweighted mode, directions in order."""
     for d in sorted(acc):
         hist = acc[d]
