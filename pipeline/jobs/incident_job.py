@@ -118,11 +118,16 @@ class IncidentJob:
         incident's start, and with it its id, is the same on every run; incidents that started
         before the look-back are left as they are.
         """
-        cfg = self.settings.incident
         now = self.clock()
         found = self._spans(now)
         if not found:
             return []
+        return self._correlate(found, now)
+
+    def _correlate(self, found: Sequence[Span], now: float) -> list[Incident]:
+        """The incidents of the stretches ``found``: the fio breaches, Darshan jobs, rankings
+        and mount points of their LUNs from the earliest start (less the margin) on."""
+        cfg = self.settings.incident
         luns = sorted({s.lun for s in found})
         earliest = min(s.start_s for s in found) - cfg.margin_s
         breaches = list(self._breaches(earliest))
