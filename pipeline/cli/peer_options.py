@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.errors import ConfigError
-from pipeline.reducers.peer import PeerParams
+from pipeline.reducers.peer_params import PeerParams
 from pipeline.settings import PeerSettings
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from pipeline.cli.common import settings_from_args
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.service_monitor import read_state
+from pipeline.settings import ElasticsearchSettings
 from pipeline.shippers.registry import Registry
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import make_client, ping_url
@@ -63,6 +64,14 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     state = Path(args.state_dir or settings.state_dir)
     console = Console()
+    print_local(console, state)
+    print_rates(console, read_state(state))
+    print_cluster(console, settings.elasticsearch)
+    return 0
+
+
+def print_local(console: Console, state: Path) -> None:
+    """The registry's files, the spool, the dead letters and the due intervals in ``state``."""
     table = Table(title=f"registry {state / 'registry.sqlite'}")
     table.add_column("path", overflow="fold")
     for col in ("offset", "lines", "generation"):
@@ -82,12 +91,15 @@ def run(args: argparse.Namespace) -> int:
         dirty = DirtyIntervals(state / "jobs.sqlite")
         console.print(f"intervals waiting for merged percentiles: {dirty.count()}")
         dirty.close()
-    print_rates(console, read_state(state))
-    url = settings.elasticsearch.url
+
+
+def print_cluster(console: Console, es: ElasticsearchSettings) -> None:
+    """Whether the cluster answers, and what it can do."""
+    url = es.url
     if not ping_url(url, timeout=5.0):
         console.print(f"cluster: nothing answers at {url}")
-        return 0
-    client = make_client(settings.elasticsearch)
+        return
+    client = make_client(es)
     caps = detect(client)
     console.print(f"cluster: {url} answers, Elasticsearch API {caps.version}")
     for name in ("ilm", "data_stream_admin", "percentiles_agg"):
@@ -95,4 +107,3 @@ def run(args: argparse.Namespace) -> int:
     for msg in caps.messages:
         console.print(f"  {msg}")
     client.close()
-    return 0

@@ -11,6 +11,10 @@ Several shippers may merge the same interval (each one the intervals its own rec
 always from the records of all shippers). Identical inputs give identical document ids (a 409);
 a merge of more records supersedes the documents that merged fewer, never the other way round,
 so the most complete revision survives whichever instance finishes last.
+
+The documents read back are decoded by :mod:`pipeline.jobs.fio_hits`, the queries are in
+:mod:`pipeline.jobs.fio_latency_queries` and the ``flp`` method's scopes in
+:mod:`pipeline.jobs.fio_latency_flp`; their public names are importable from here too.
 """
 
 from __future__ import annotations
@@ -23,14 +27,27 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from pipeline.jobs.fio_hits import SEP, histogram_of, job_scope, layout_of, sparse_bins
+from pipeline.jobs.fio_latency_flp import (
+    DIR_CODE_NAMES,
+    flp_fields,
+    flp_options,
+    flp_scopes,
+    flp_streams,
+    scope_stats,
+)
+from pipeline.jobs.fio_latency_queries import (
+    FLP_LOOKAHEAD_MS,
+    flp_window_query,
+    histograms_sort,
+    interval_histograms_query,
+    intervals_query,
+    superseded_query,
+)
 from pipeline.jobs.intervals import DirtyIntervals
-from pipeline.records import DDIR_NAMES, Document, FioHistRow, LineRef
+from pipeline.records import Document, LineRef
 from pipeline.reducers.fio_bins import BinLayout
-from pipeline.reducers.fio_flp import FlpOptions, weighted_interval
-from pipeline.reducers.fio_window import IntervalMerger, histogram_stats, percentile_key
-from pipeline.reducers.histogram import LatencyHistogram
+from pipeline.reducers.fio_window import IntervalMerger, histogram_stats
 from pipeline.settings import FioSettings
 from pipeline.sink.documents import (
     HISTOGRAM_DATASET,
@@ -41,6 +58,22 @@ from pipeline.sink.documents import (
     stream_name,
 )
 from pipeline.sink.search import ClusterUnavailable
+
+__all__ = [
+    "FLP_LOOKAHEAD_MS",
+    "HIT_FIELDS",
+    "JOB_KEY",
+    "SEARCH_BATCH",
+    "SUPERSEDE_BATCH",
+    "FioLatencyJob",
+    "Search",
+    "histogram_of",
+    "intervals_query",
+    "job_scope",
+    "layout_of",
+    "sparse_bins",
+    "superseded_query",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,42 +87,12 @@ query's clauses well below Elasticsearch's limit)."""
 JOB_KEY = "job:fio.latency"
 """``LineRef.file_key`` of the job's documents, so acknowledgements find their way back."""
 
-FLP_LOOKAHEAD_MS = 20_000  # fiologparser's default --max_latency, in ms
 HIT_FIELDS = ["@timestamp", "host.name", "log.file.path", "fio"]
 
 Search = Callable[
     [str, Mapping[str, Any], Sequence[Mapping[str, Any]]], Iterable[Mapping[str, Any]]
 ]
 """``(index, query, sort) -> hits``: :func:`pipeline.sink.search.iter_hits` bound to a client."""
-
-DIR_CODE_NAMES = {"m": "mixed", "r": "read", "w": "write", "t": "trim"}
-
-
-def layout_of(fio: Mapping[str, Any]) -> BinLayout:
-    """The bin layout a histogram document was written with (``fio.bins``)."""
-    bins = fio["bins"]
-    unit = bins["unit"]
-    coarse = int(bins["coarseness"])
-    group_nr = int(bins["count"]) * (1 << coarse) // 64
-    return BinLayout(group_nr=group_nr, coarseness=coarse, unit=unit)
-
-
-def sparse_bins(fio: Mapping[str, Any], layout: BinLayout) -> tuple[np.ndarray, np.ndarray]:
-    """Bin indices and counts of a document's ``fio.clat_ns.histogram`` (values are midpoints).
-
-    Raises:
-        ValueError: a value is not a bucket midpoint of ``layout``.
-    """
-    hist = fio.get("clat_ns", {}).get("histogram")
-    if not hist:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    values = np.asarray(hist["values"], dtype=np.float64)
-    idx = np.searchsorted(layout.midpoints_ns, values)
-    if np.any(idx >= layout.nbins) or np.any(
-        layout.midpoints_ns[np.minimum(idx, layout.nbins - 1)] != values
-    ):
-        raise ValueError("histogram values are not bucket midpoints of the document's layout")
-    return idx.astype(np.int64), np.asarray(hist["counts"], dtype=np.int64)
 
 
 @dataclass
@@ -239,15 +242,7 @@ class FioLatencyJob:
         """The histogram documents matching ``query``, in window order (within each interval,
         intervals in order, with ``by_interval``)."""
         index = stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace)
-        first = [{"fio.interval.start_ms": "asc"}] if by_interval else []
-        sort = [
-            *first,
-            {"fio.window.end_ms": "asc"},
-            {"host.name": "asc"},
-            {"log.file.path": "asc"},
-            {"fio.log.line": "asc"},
-        ]
-        return iter(self.search(index, query, sort))
+        return iter(self.search(index, query, histograms_sort(by_interval)))
 
     def compute(self, interval_ms: int, start: int) -> Iterator[Document]:
         """The latency documents of one interval (nothing if it has no histogram documents)."""
@@ -267,14 +262,7 @@ class FioLatencyJob:
                 for start in starts
                 if (docs := list(self._compute_flp(interval_ms, start)))
             }
-        query = {
-            "bool": {
-                "filter": [
-                    {"terms": {"fio.interval.start_ms": list(starts)}},
-                    {"term": {"fio.interval.ms": interval_ms}},
-                ]
-            }
-        }
+        query = interval_histograms_query(interval_ms, starts)
         out: dict[int, list[Document]] = {}
         wanted = set(starts)
         # one interval's histograms at a time: what is held is one interval's merge
@@ -290,30 +278,7 @@ class FioLatencyJob:
         self, interval_ms: int, start: int, hits: Iterable[Mapping[str, Any]]
     ) -> Iterator[Document]:
         """Merge one interval's histogram hits per scope and direction (seed 000)."""
-        merger: IntervalMerger | None = None
-        skipped = 0
-        for hit in hits:
-            src = hit["_source"]
-            fio = src["fio"]
-            layout = layout_of(fio)
-            if merger is None:
-                merger = IntervalMerger(layout)
-            elif layout != merger.layout:
-                skipped += 1
-                continue
-            idx, cnt = sparse_bins(fio, layout)
-            host = src["host"]["name"]
-            job = job_scope(host, fio.get("prefix"), fio["job"])
-            for scope, value in (("cluster", ""), ("host", host), ("job", job)):
-                for ddir in (fio["ddir"], "mixed"):
-                    merger.add_sparse((scope, value, ddir, start), idx, cnt)
-        if skipped:
-            log.warning(
-                "interval %s: %s histogram documents with another bin layout were left "
-                "out of the merge",
-                start,
-                skipped,
-            )
+        merger = _merger(start, hits)
         if merger is None:
             return
         created = self.clock() * 1000
@@ -334,150 +299,57 @@ class FioLatencyJob:
         if scope != "job":
             host = value if scope == "host" else None
             return LatencyKey(scope, host, None, ddir, start, interval_ms, self.fio.method)
-        host, prefix, job = value.split(_SEP)
+        host, prefix, job = value.split(SEP)
         method = self.fio.method
         return LatencyKey(scope, host, job, ddir, start, interval_ms, method, prefix or None)
 
     def _compute_flp(self, interval_ms: int, start: int) -> Iterator[Document]:
+        """One interval through fiologparser_hist.py's time-weighting, per scope."""
         end = start + interval_ms
-        query = {"range": {"fio.window.end_ms": {"gt": start, "lt": end + FLP_LOOKAHEAD_MS}}}
-        streams: dict[tuple[str, str, str], list[FioHistRow]] = defaultdict(list)
-        layout: BinLayout | None = None
-        for hit in self._hits(query):
-            src = hit["_source"]
-            fio = src["fio"]
-            lay = layout_of(fio)
-            layout = layout or lay
-            if lay != layout:
-                continue
-            idx, cnt = sparse_bins(fio, lay)
-            row = FioHistRow(
-                int(fio["window"]["end_ms"]),
-                DDIR_NAMES.index(fio["ddir"]),
-                int(fio.get("bs", 0)),
-                idx,
-                cnt,
-            )
-            streams[(src["host"]["name"], fio.get("prefix") or "", str(fio["job"]))].append(row)
+        streams, layout = flp_streams(self._hits(flp_window_query(start, end)))
         if layout is None:
             return
-        pct = [p for p in self.fio.percentiles if p != 50]
-        opts = FlpOptions(
-            interval_ms=interval_ms,
-            percentiles=":".join(f"{p:g}" for p in pct),
-            directions="rwtm",
-            usbin=layout.unit == "us",
-        )
-        scale = layout.unit_ns
+        opts = flp_options(interval_ms, layout, self.fio.percentiles)
         created = self.clock() * 1000
         ref = LineRef(JOB_KEY, "", interval_ms, start)
-        scopes: dict[tuple[str, str], list[tuple[str, str, str]]] = {
-            ("cluster", ""): sorted(streams)
-        }
-        for host, prefix, job in sorted(streams):
-            scopes.setdefault(("host", host), []).append((host, prefix, job))
-            scopes[("job", job_scope(host, prefix, job))] = [(host, prefix, job)]
-        for (scope, value), members in scopes.items():
-            merged = sorted(
-                ((r.time_ms, i, r) for i, m in enumerate(members) for r in streams[m]),
-                key=lambda x: (x[0], x[1]),
-            )
-            for st in weighted_interval((r for _, _, r in merged), layout, opts, start, end):
-                stats: dict[str, float | int | None] = {
-                    "samples": st.samples,
-                    "min": st.min * scale,
-                    "mean": st.avg * scale,
-                    "max": st.max * scale,
-                }
-                for p, v in zip(opts.percs, st.pcts, strict=True):
-                    stats[percentile_key(p)] = v * scale
+        for (scope, value), members in flp_scopes(streams).items():
+            records, rows = scope_stats(streams, members, layout, opts, (start, end))
+            for st in rows:
                 key = self._key(scope, value, DIR_CODE_NAMES[st.ddir], start, interval_ms)
-                yield latency_document(self.ctx, key, stats, len(merged), created, (ref,))
+                stats = flp_fields(st, opts, layout.unit_ns)
+                yield latency_document(self.ctx, key, stats, records, created, (ref,))
 
 
-def intervals_query(items: Sequence[tuple[int, int]]) -> dict[str, Any]:
-    """Query for the documents of the intervals ``items`` (``(interval_ms, start_ms)``)."""
-    starts: dict[int, list[int]] = defaultdict(list)
-    for interval_ms, start in items:
-        starts[interval_ms].append(start)
-    return {
-        "bool": {
-            "should": [
-                {
-                    "bool": {
-                        "filter": [
-                            {"term": {"fio.interval.ms": interval_ms}},
-                            {"terms": {"fio.interval.start_ms": sorted(group)}},
-                        ]
-                    }
-                }
-                for interval_ms, group in sorted(starts.items())
-            ],
-            "minimum_should_match": 1,
-        }
-    }
-
-
-_SEP = "\x1f"
-
-
-def job_scope(host: str, prefix: str | None, job: object) -> str:
-    """The job scope's merge key: host, ``write_hist_log`` prefix (``""`` for histograms
-    indexed before prefixes were recorded) and fio's job number. Two fio runs on one host
-    with different log prefixes are different jobs, even with the same job numbers."""
-    return f"{host}{_SEP}{prefix or ''}{_SEP}{job}"
-
-
-def superseded_query(
-    interval_ms: int, start: int, method: str, docs: Sequence[Document]
-) -> dict[str, Any]:
-    """Query for the documents ``docs`` supersede: same interval, method, scope, host, job
-    (log prefix, or none: merged before prefixes were recorded) and ddir, fewer records merged."""
-
-    def same(field_name: str, value: object) -> dict[str, Any]:
-        if value is None:
-            return {"bool": {"must_not": [{"exists": {"field": field_name}}]}}
-        return {"term": {field_name: value}}
-
-    def same_or_missing(field_name: str, value: object) -> dict[str, Any]:
-        # revisions merged before prefixes were recorded have none: they are superseded too
-        if value is None:
-            return same(field_name, None)
-        missing = {"bool": {"must_not": [{"exists": {"field": field_name}}]}}
-        return {"bool": {"should": [{"term": {field_name: value}}, missing]}}
-
-    older = []
-    for d in docs:
-        src, fio = d.source, d.source["fio"]
-        older.append(
-            {
-                "bool": {
-                    "filter": [
-                        {"term": {"iolens.scope": src["iolens"]["scope"]}},
-                        {"term": {"fio.ddir": fio["ddir"]}},
-                        same("host.name", src.get("host", {}).get("name")),
-                        same("fio.job", fio.get("job")),
-                        same_or_missing("fio.prefix", fio.get("prefix")),
-                        {"range": {"fio.records": {"lt": fio["records"]}}},
-                    ]
-                }
-            }
+def _merger(start: int, hits: Iterable[Mapping[str, Any]]) -> IntervalMerger | None:
+    """The histograms of one interval's ``hits`` merged per scope and direction (None without
+    hits); documents with another bin layout than the first are left out, with a warning."""
+    merger: IntervalMerger | None = None
+    skipped = 0
+    for hit in hits:
+        fio = hit["_source"]["fio"]
+        layout = layout_of(fio)
+        if merger is None:
+            merger = IntervalMerger(layout)
+        elif layout != merger.layout:
+            skipped += 1
+            continue
+        _add_hit(merger, hit["_source"], layout, start)
+    if skipped:
+        log.warning(
+            "interval %s: %s histogram documents with another bin layout were left "
+            "out of the merge",
+            start,
+            skipped,
         )
-    return {
-        "bool": {
-            "filter": [
-                {"term": {"fio.interval.start_ms": start}},
-                {"term": {"fio.interval.ms": interval_ms}},
-                {"term": {"iolens.method": method}},
-            ],
-            "should": older,
-            "minimum_should_match": 1,
-        }
-    }
+    return merger
 
 
-def histogram_of(fio: Mapping[str, Any]) -> LatencyHistogram:
-    """The :class:`LatencyHistogram` stored in a histogram document's ``fio`` object."""
-    layout = layout_of(fio)
+def _add_hit(merger: IntervalMerger, src: Mapping[str, Any], layout: BinLayout, start: int) -> None:
+    """Add one histogram document to its cluster, host and job scopes, its ddir and mixed."""
+    fio = src["fio"]
     idx, cnt = sparse_bins(fio, layout)
-    return LatencyHistogram.from_sparse(layout, idx, cnt)
+    host = src["host"]["name"]
+    job = job_scope(host, fio.get("prefix"), fio["job"])
+    for scope, value in (("cluster", ""), ("host", host), ("job", job)):
+        for ddir in (fio["ddir"], "mixed"):
+            merger.add_sparse((scope, value, ddir, start), idx, cnt)

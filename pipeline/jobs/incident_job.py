@@ -118,22 +118,16 @@ class IncidentJob:
         incident's start, and with it its id, is the same on every run; incidents that started
         before the look-back are left as they are.
         """
-        cfg = self.settings.incident
         now = self.clock()
-        since = min(now - cfg.lookback_s, self._open_since(now)) - cfg.gap_s
-        for stream in ("metrics-iolens.peer_anomaly", "logs-iolens.io_diagnosis"):
-            refresh(self.client, f"{stream}-{self.ns}")
-        peer = self.settings.peer
-        lead = peer.ma_width * peer.downsample_s
-        reach = (peer.win_size + 2 * peer.k * peer.win_shift) * peer.downsample_s + lead
-        windows = self._windows(since - reach)
-        found = [
-            s
-            for s in spans(windows, cfg.gap_s, lead, now_s=now, stale_s=cfg.lookback_s)
-            if s.start_s >= since
-        ]
+        found = self._spans(now)
         if not found:
             return []
+        return self._correlate(found, now)
+
+    def _correlate(self, found: Sequence[Span], now: float) -> list[Incident]:
+        """The incidents of the stretches ``found``: the fio breaches, Darshan jobs, rankings
+        and mount points of their LUNs from the earliest start (less the margin) on."""
+        cfg = self.settings.incident
         luns = sorted({s.lun for s in found})
         earliest = min(s.start_s for s in found) - cfg.margin_s
         breaches = list(self._breaches(earliest))
@@ -141,7 +135,7 @@ class IncidentJob:
         rankings = self._persistence(earliest, luns)
         mounts = self._mount_points(luns)
         sla = self._sla_text()
-        every = peer.ranking_every_s
+        every = self.settings.peer.ranking_every_s
         return [
             correlate(
                 s,
@@ -154,6 +148,23 @@ class IncidentJob:
                 sla=sla,
             )
             for s in found
+        ]
+
+    def _spans(self, now: float) -> list[Span]:
+        """The stretches that started within the look-back, or are still open (windows read
+        from far enough before for the streaks that made their LUNs faulty)."""
+        cfg = self.settings.incident
+        since = min(now - cfg.lookback_s, self._open_since(now)) - cfg.gap_s
+        for stream in ("metrics-iolens.peer_anomaly", "logs-iolens.io_diagnosis"):
+            refresh(self.client, f"{stream}-{self.ns}")
+        peer = self.settings.peer
+        lead = peer.ma_width * peer.downsample_s
+        reach = (peer.win_size + 2 * peer.k * peer.win_shift) * peer.downsample_s + lead
+        windows = self._windows(since - reach)
+        return [
+            s
+            for s in spans(windows, cfg.gap_s, lead, now_s=now, stale_s=cfg.lookback_s)
+            if s.start_s >= since
         ]
 
     def _documents(self, incidents: Iterable[Incident]) -> list[tuple[str, dict[str, Any]]]:

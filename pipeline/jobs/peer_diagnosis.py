@@ -3,7 +3,7 @@
 Steps: read each file (sadc binary through ``sadf``, or ``sadf -d`` CSV / ``sadf -j`` JSON),
 downsample every host x device exactly to ``downsample_s`` (cumulative sums), put LUNs in peer
 groups, line each group up on the common time grid, compare peers per window
-(:mod:`pipeline.reducers.peer`) and order LUNs by persistence
+(:mod:`pipeline.reducers.peer` lists the stages) and order LUNs by persistence
 (:mod:`pipeline.reducers.persistence`).
 """
 
@@ -19,13 +19,18 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import ConfigError
-from pipeline.jobs.peer_fast import SampleColumns, Unsupported, by_lun, downsample_files
+from pipeline.jobs.peer_fast import downsample_files
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import parse_sadf_csv, parse_sadf_json
+from pipeline.parsers.sysstat import parse_sadf_csv
+from pipeline.parsers.sysstat_columns import Unsupported
+from pipeline.parsers.sysstat_json import parse_sadf_json
 from pipeline.records import DiskSample, RestartMark
 from pipeline.reducers.downsample import downsample
-from pipeline.reducers.peer import PeerParams, PeerSeries, Thresholds, WindowResult, detect
-from pipeline.reducers.peer import train_thresholds as train_series
+from pipeline.reducers.downsample_columns import SampleColumns, by_lun
+from pipeline.reducers.peer_flags import WindowResult, detect
+from pipeline.reducers.peer_params import PeerParams, PeerSeries
+from pipeline.reducers.peer_thresholds import Thresholds
+from pipeline.reducers.peer_thresholds import train_thresholds as train_series
 from pipeline.shippers.sadc import convert_sadc
 
 log = logging.getLogger(__name__)
@@ -181,20 +186,31 @@ def _block(
         return _columnar_block(
             [c for c in columns if isinstance(c, SampleColumns)], field, scale, since_s, until_s
         )
+    return _sample_block(columns, field, scale, since_s, until_s)
+
+
+def _sample_block(
+    columns: Sequence[Sequence[DiskSample]],
+    field: str,
+    scale: float,
+    since_s: float | None,
+    until_s: float | None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_block` over each LUN's samples as :class:`DiskSample` objects."""
     times = sorted(
         {
             s.end_s
-            for lun in luns
-            for s in rec.samples[lun]
+            for samples in columns
+            for s in samples
             if (since_s is None or s.end_s > since_s) and (until_s is None or s.end_s <= until_s)
         }
     )
     if not times:
         return None
     index = {t: i for i, t in enumerate(times)}
-    values = np.zeros((len(luns), len(times)), dtype=np.float64)
-    for row, lun in enumerate(luns):
-        for s in rec.samples[lun]:
+    values = np.zeros((len(columns), len(times)), dtype=np.float64)
+    for row, samples in enumerate(columns):
+        for s in samples:
             col = index.get(s.end_s)
             if col is not None:
                 values[row, col] = getattr(s, field) * scale

@@ -17,7 +17,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +27,10 @@ import numpy as np
 
 from pipeline.jobs.peer_diagnosis import group_of, metric_field
 from pipeline.records import Document
-from pipeline.reducers.peer import PeerDetector, PeerParams, Thresholds, WindowResult
+from pipeline.reducers.peer_flags import WindowResult
+from pipeline.reducers.peer_params import PeerParams
+from pipeline.reducers.peer_stream import PeerDetector
+from pipeline.reducers.peer_thresholds import Thresholds
 from pipeline.reducers.persistence import Persistence
 from pipeline.settings import PeerSettings
 from pipeline.sink.documents import (
@@ -133,31 +136,18 @@ class PeerJob:
 
     def _run(self, force: bool) -> int:
         state = self.load_state() or {}
-        watermark = state.get("watermark_s")
         until = math.inf if force else self.clock() - self.peer.settle_s
-        grid = self._read(watermark, until)
+        grid = self._read(state.get("watermark_s"), until)
         if not grid:
             return 0
         created = self.clock() * 1000
-        n = 0
         detectors: dict[str, Any] = dict(state.get("detectors", {}))
         accumulators: dict[str, Any] = dict(state.get("persistence", {}))
         hours: dict[str, Any] = dict(state.get("hour", {}))
+        n = 0
         for metric in self.peer.metrics:
             results = self._detect(metric, grid, detectors)
-            acc = Persistence(**accumulators.get(metric, {"metric": metric}))
-            hour = hours.get(metric)
-            for r in results:
-                every = self.peer.ranking_every_s
-                hour_end = math.ceil(r.end_s / every) * every
-                if hour is not None and hour_end > hour:
-                    self._emit_hour(metric, acc, hour, created)
-                hour = hour_end
-                acc.update(r)
-                self._emit_window(r, created)
-                n += 1
-            accumulators[metric] = {"metric": metric, "values": acc.values}
-            hours[metric] = hour
+            n += self._rank(metric, results, accumulators, hours, created)
         if not self.settle():
             log.warning("peer comparison: documents not all acknowledged; the run is repeated")
             return 0
@@ -173,21 +163,35 @@ class PeerJob:
         self.windows += n
         return n
 
+    def _rank(
+        self,
+        metric: str,
+        results: list[WindowResult],
+        accumulators: dict[str, Any],
+        hours: dict[str, Any],
+        created: float,
+    ) -> int:
+        """Emit the windows of ``metric`` and feed its persistence accumulator, emitting the
+        ranking at the end of each ranking period; returns the windows."""
+        acc = Persistence(**accumulators.get(metric, {"metric": metric}))
+        hour = hours.get(metric)
+        every = self.peer.ranking_every_s
+        for r in results:
+            hour_end = math.ceil(r.end_s / every) * every
+            if hour is not None and hour_end > hour:
+                self._emit_hour(metric, acc, hour, created)
+            hour = hour_end
+            acc.update(r)
+            self._emit_window(r, created)
+        accumulators[metric] = {"metric": metric, "values": acc.values}
+        hours[metric] = hour
+        return len(results)
+
     def _read(
         self, watermark: float | None, until: float
     ) -> dict[str, tuple[list[float], dict[str, dict[float, Any]]]]:
         """Per peer group: sorted sample times and, per LUN, its samples by time."""
         index = stream_name("metrics", DISKIO_DATASET, self.ctx.namespace)
-        span = self.peer.downsample_s
-        rng: dict[str, Any] = {}
-        if watermark is not None:
-            rng["gt"] = int(watermark * 1000)
-        if math.isfinite(until):
-            rng["lte"] = int(until * 1000)
-        filters: list[Mapping[str, Any]] = [{"term": {"sysstat.disk.interval_s": span}}]
-        if rng:
-            rng["format"] = "epoch_millis"
-            filters.append({"range": {"@timestamp": rng}})
         sort: list[Mapping[str, Any]] = [
             {"@timestamp": "asc"},
             {"host.name": "asc"},
@@ -195,7 +199,8 @@ class PeerJob:
         ]
         groups: dict[str, tuple[set[float], dict[str, dict[float, Any]]]] = {}
         self.refresh(index)
-        for hit in self.hits(index, {"bool": {"filter": filters}}, sort):
+        query = _diskio_query(self.peer.downsample_s, watermark, until)
+        for hit in self.hits(index, query, sort):
             src = hit["_source"]
             host, device = src["host"]["name"], src["system"]["diskio"]["name"]
             end_s = _epoch_s(src["@timestamp"])
@@ -213,39 +218,40 @@ class PeerJob:
     ) -> list[WindowResult]:
         field_name = _SYSSTAT_FIELDS[metric_field(metric)[0]]
         scale = metric_field(metric)[1]
-        assert self.thresholds is not None
         out: list[WindowResult] = []
         for group, (times, samples) in sorted(grid.items()):
             key = f"{group}\x1f{metric}"
-            saved = detectors.get(key)
-            known = set(saved["luns"]) if saved is not None else set()
-            det = None
-            if saved is not None and set(samples) <= known:
-                # a LUN without a sample in this batch counts as idle, as in the offline path
-                det = PeerDetector.restore(group, metric, saved)
-            luns = det.luns if det is not None else tuple(sorted(known | set(samples)))
+            det = self._detector(group, metric, set(samples), detectors.get(key))
             if det is None:
-                if len(luns) < 3:
-                    continue
-                if saved is not None:
-                    log.info("peer group %s has new LUNs: its comparison starts over", group)
-                try:
-                    threshold = self.thresholds.get(group, metric)
-                except KeyError as err:
-                    log.warning("%s", err.args[0])
-                    continue
-                det = PeerDetector(group, metric, luns, threshold, self.params)
-            values = np.zeros((len(luns), len(times)))
-            for row, lun in enumerate(luns):
-                for col, t in enumerate(times):
-                    s = samples.get(lun, {}).get(t)
-                    if s is not None:
-                        values[row, col] = s[field_name] * scale
+                continue
+            values = _values(det.luns, times, samples, field_name, scale)
             keep = np.asarray(times) > det.last_time_s
             out += det.add(np.asarray(times)[keep], values[:, keep])
             detectors[key] = det.state()
         out.sort(key=lambda r: (r.end_s, r.group))
         return out
+
+    def _detector(
+        self, group: str, metric: str, seen: set[str], saved: Mapping[str, Any] | None
+    ) -> PeerDetector | None:
+        """The group's detector: the saved one while no new LUN appeared in ``seen``, else a
+        new one (None for fewer than 3 LUNs or a group without a threshold)."""
+        assert self.thresholds is not None
+        known = set(saved["luns"]) if saved is not None else set()
+        if saved is not None and seen <= known:
+            # a LUN without a sample in this batch counts as idle, as in the offline path
+            return PeerDetector.restore(group, metric, saved)
+        luns = tuple(sorted(known | seen))
+        if len(luns) < 3:
+            return None
+        if saved is not None:
+            log.info("peer group %s has new LUNs: its comparison starts over", group)
+        try:
+            threshold = self.thresholds.get(group, metric)
+        except KeyError as err:
+            log.warning("%s", err.args[0])
+            return None
+        return PeerDetector(group, metric, luns, threshold, self.params)
 
     def _emit_window(self, r: WindowResult, created: float) -> None:
         span = r.end_s - r.start_s + self.peer.downsample_s
@@ -308,3 +314,34 @@ _SYSSTAT_FIELDS = {
 
 def _epoch_s(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def _diskio_query(span_s: float, watermark: float | None, until: float) -> dict[str, Any]:
+    """The diskio documents of ``span_s`` intervals after ``watermark`` up to ``until`` (s)."""
+    rng: dict[str, Any] = {}
+    if watermark is not None:
+        rng["gt"] = int(watermark * 1000)
+    if math.isfinite(until):
+        rng["lte"] = int(until * 1000)
+    filters: list[Mapping[str, Any]] = [{"term": {"sysstat.disk.interval_s": span_s}}]
+    if rng:
+        rng["format"] = "epoch_millis"
+        filters.append({"range": {"@timestamp": rng}})
+    return {"bool": {"filter": filters}}
+
+
+def _values(
+    luns: Sequence[str],
+    times: Sequence[float],
+    samples: Mapping[str, Mapping[float, Any]],
+    field_name: str,
+    scale: float,
+) -> np.ndarray:
+    """``(n_luns, n_times)`` values of one field; 0 where a LUN has no sample (idle)."""
+    values = np.zeros((len(luns), len(times)))
+    for row, lun in enumerate(luns):
+        for col, t in enumerate(times):
+            s = samples.get(lun, {}).get(t)
+            if s is not None:
+                values[row, col] = s[field_name] * scale
+    return values

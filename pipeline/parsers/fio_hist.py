@@ -97,22 +97,31 @@ def row_from_fields(
             f"(from its first line); the line is cut or from another log",
         )
     t, ddir, bs = int(fields[0]), int(fields[1]), int(fields[2])
-    if t < 0:
-        raise ParseError(path, line_no, f"negative timestamp {t}")
-    if t > MAX_TIME_MS:
-        raise ParseError(path, line_no, f"timestamp {t} ms is beyond the year 9999")
-    if int(fields.max()) >= MAX_FIELD:
-        raise ParseError(path, line_no, f"a value is out of range (>= 2^53): {int(fields.max())}")
-    if ddir not in (0, 1, 2):
-        raise ParseError(path, line_no, f"ddir {ddir} is not 0 (read), 1 (write) or 2 (trim)")
-    if bs < 0:
-        raise ParseError(path, line_no, f"negative block size {bs} (fio writes it unsigned)")
+    problem = _header_problem(t, ddir, bs, int(fields.max()))
+    if problem is not None:
+        raise ParseError(path, line_no, problem)
     bins = fields[HEADER_FIELDS:]
     nz = np.flatnonzero(bins)
     counts = bins[nz]
     if counts.size and counts.min() < 0:
         raise ParseError(path, line_no, "negative bin count")
     return FioHistRow(time_ms=t, ddir=ddir, bs=bs, bin_idx=nz, counts=counts)
+
+
+def _header_problem(t: int, ddir: int, bs: int, largest: int) -> str | None:
+    """What is wrong with a line's time (ms), ddir and block size, or with its ``largest``
+    value; None when nothing is."""
+    if t < 0:
+        return f"negative timestamp {t}"
+    if t > MAX_TIME_MS:
+        return f"timestamp {t} ms is beyond the year 9999"
+    if largest >= MAX_FIELD:
+        return f"a value is out of range (>= 2^53): {largest}"
+    if ddir not in (0, 1, 2):
+        return f"ddir {ddir} is not 0 (read), 1 (write) or 2 (trim)"
+    if bs < 0:
+        return f"negative block size {bs} (fio writes it unsigned)"
+    return None
 
 
 def parse_lines(

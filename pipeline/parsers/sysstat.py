@@ -1,4 +1,4 @@
-"""sysstat disk statistics as ``sadf`` 12.6.1 prints them: CSV lines or JSON bytes -> records.
+"""sysstat disk statistics as ``sadf`` 12.6.1 prints them: CSV lines -> records.
 
 ``sadf -d -U FILE -- -d -p`` (CSV; verbatim from a real sadc file of a 2-vCPU VM with six loop
 devices; the restart row holds a TAB before ``(2 CPU)``)::
@@ -8,14 +8,6 @@ devices; the restart row holds a TAB before ``(2 CPU)``)::
     vm;-1;2026-11-22 04:28:49 UTC;LINUX-RESTART	(2 CPU)
     # hostname;interval;timestamp;DEV;tps;rkB/s;wkB/s;dkB/s;areq-sz;aqu-sz;await;%util
     vm;1;2026-11-22 04:28:50 UTC;vda;164.00;3104.00;96.00;56.00;19.85;0.02;0.12;0.80
-
-``sadf -j FILE -- -d`` (JSON, one disk object shown)::
-
-    "timestamp": {"date": "2026-11-22", "time": "04:14:23", "utc": 1, "interval": 1},
-    "disk": [{"disk-device": "vda", "tps": 195.00, "rd_sec": 2184.00, "wr_sec": 204704.00,
-              "dc_sec": 8.00, "rkB": 1092.00, "wkB": 102352.00, "dkB": 4.00,
-              "avgrq-sz": 1061.01, "areq-sz": 530.50, "avgqu-sz": 0.35, "aqu-sz": 0.35,
-              "await": 1.78, "util-percent": 7.60}]
 
 Timestamps are the END of the interval a row averages over, in UTC, whole seconds (truncated):
 ``YYYY-MM-DD HH:MM:SS UTC`` by default, Unix seconds with ``-U``. ``interval`` is the nominal
@@ -27,8 +19,9 @@ Columns are found by name in the ``#`` header that precedes each block, so the o
 matter; both vocabularies are read (reference/sysstat.md 1.4): sysstat >= 11.5.7 (``rkB/s``,
 ``areq-sz`` in kB, ``aqu-sz``) and older (``rd_sec/s`` and ``avgrq-sz`` in 512-byte sectors,
 ``avgqu-sz``), converted once here (sector = 512 B). ``dkB/s`` exists since 12.1.2; before,
-discards were not counted and ``discard_kb_per_s`` is 0. In JSON the kB keys (``rkB``, which
-is a rate despite its name) are read, falling back to the sector keys halved.
+discards were not counted and ``discard_kb_per_s`` is 0. ``sadf -j`` JSON is read by
+:mod:`pipeline.parsers.sysstat_json` (:func:`parse_sadf_json`, importable from here too), and
+whole files in blocks, as numpy columns, by :mod:`pipeline.parsers.sysstat_columns`.
 
 Device names are resolved by sadf when it runs, from major:minor (reference/sysstat.md 1.2), so
 sadc binary files must be converted on the host that recorded them: see :func:`sadf_command`.
@@ -40,20 +33,42 @@ This module is pure: it turns lines or bytes into :class:`~pipeline.records.Disk
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.limits import MAX_EXACT, epoch_digits, epoch_problem
+from pipeline.parsers.limits import MAX_EXACT
+from pipeline.parsers.sysstat_json import JSON_METRICS, parse_sadf_json
+from pipeline.parsers.sysstat_values import (
+    COMMENT,
+    MAX_INTERVAL_S,
+    OPTIONAL_FIELDS,
+    RESTART,
+    SysstatRecord,
+    parse_timestamp,
+)
 from pipeline.parsers.table import HeaderedLines
 from pipeline.records import DiskSample, RestartMark
 
-SysstatRecord = DiskSample | RestartMark
+__all__ = [
+    "COMMENT",
+    "CSV_METRICS",
+    "JSON_METRICS",
+    "KEY_COLUMNS",
+    "MAX_INTERVAL_S",
+    "OPTIONAL_FIELDS",
+    "RESTART",
+    "SadfCsvParser",
+    "SadfHeader",
+    "SysstatRecord",
+    "parse_row",
+    "parse_sadf_csv",
+    "parse_sadf_json",
+    "parse_timestamp",
+    "sadf_command",
+]
 
 KEY_COLUMNS: tuple[str, ...] = ("hostname", "interval", "timestamp", "DEV")
 """Columns every disk row has, in sadf's order."""
@@ -69,27 +84,6 @@ CSV_METRICS: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = (
     ("util_pct", (("%util", 1.0),)),
 )
 """DiskSample field -> candidate (column, factor to the field's unit), preferred first."""
-
-JSON_METRICS: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = (
-    ("tps", (("tps", 1.0),)),
-    ("read_kb_per_s", (("rkB", 1.0), ("rd_sec", 0.5))),
-    ("write_kb_per_s", (("wkB", 1.0), ("wr_sec", 0.5))),
-    ("discard_kb_per_s", (("dkB", 1.0), ("dc_sec", 0.5))),
-    ("areq_sz_kb", (("areq-sz", 1.0), ("avgrq-sz", 0.5))),
-    ("aqu_sz", (("aqu-sz", 1.0), ("avgqu-sz", 1.0))),
-    ("await_ms", (("await", 1.0),)),
-    ("util_pct", (("util-percent", 1.0),)),
-)
-"""The same for the keys of a ``sadf -j`` disk object."""
-
-OPTIONAL_FIELDS = frozenset({"discard_kb_per_s"})
-"""Fields older sysstat versions do not print; they are 0 when absent."""
-
-RESTART = "LINUX-RESTART"
-COMMENT = "COM "
-
-MAX_INTERVAL_S = 2**31 - 1
-"""Longest interval a row may report, s (68 years: more is a damaged field)."""
 
 
 def sadf_command(
@@ -158,34 +152,6 @@ class SadfHeader:
         return cls(line, len(columns), keys, tuple(metrics))
 
 
-def parse_timestamp(text: str, path: str, line_no: int) -> float:
-    """Unix seconds from a sadf timestamp: ``1795320862`` (``-U``) or ``2026-11-22 04:14:22 UTC``.
-
-    Raises:
-        ParseError: local time (no ``UTC``: ``-T``/``-t``), not a timestamp, or a Unix time
-            beyond the year 9999.
-    """
-    text = text.strip()
-    seconds = epoch_digits(text)
-    if seconds is not None:
-        problem = epoch_problem(seconds)
-        if problem is not None:
-            raise ParseError(path, line_no, f"timestamp {text[:40]!r} is {problem}")
-        return seconds
-    if not text.endswith(" UTC"):
-        raise ParseError(
-            path,
-            line_no,
-            f"timestamp {text!r} is not UTC (sadf -T or -t prints local time); "
-            f"convert with sadf -d -U (or without -T/-t)",
-        )
-    try:
-        when = datetime.strptime(text[:-4], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
-    except ValueError:
-        raise ParseError(path, line_no, f"not a sadf timestamp: {text!r}") from None
-    return when.timestamp()
-
-
 def _number(text: str, name: str, path: str, line_no: int) -> float:
     try:
         value = float(text)
@@ -221,14 +187,8 @@ def parse_row(
     if len(fields) <= max(header.keys[:3]):
         raise ParseError(path, line_no, f"{len(fields)} column(s), the header has {header.width}")
     interval = _interval(fields[i_interval], path, line_no)
-    host = fields[i_host]
     if interval == -1:
-        text = ";".join(fields[i_dev:])
-        if text.startswith(RESTART):
-            return RestartMark(host, parse_timestamp(fields[i_time], path, line_no))
-        if text.startswith(COMMENT):
-            return None
-        raise ParseError(path, line_no, f"interval -1 but neither LINUX-RESTART nor COM: {text!r}")
+        return _marker_row(fields, header, path, line_no)
     if len(fields) != header.width:
         raise ParseError(path, line_no, f"{len(fields)} column(s), the header has {header.width}")
     if interval < 1:
@@ -237,19 +197,30 @@ def parse_row(
         name: _number(fields[i], name, path, line_no) * factor for name, i, factor in header.metrics
     }
     return DiskSample(
-        host=host,
+        host=fields[i_host],
         device=fields[i_dev],
         end_s=parse_timestamp(fields[i_time], path, line_no),
         interval_s=float(interval),
-        tps=values["tps"],
-        read_kb_per_s=values["read_kb_per_s"],
-        write_kb_per_s=values["write_kb_per_s"],
-        discard_kb_per_s=values.get("discard_kb_per_s", 0.0),
-        areq_sz_kb=values["areq_sz_kb"],
-        aqu_sz=values["aqu_sz"],
-        await_ms=values["await_ms"],
-        util_pct=values["util_pct"],
+        discard_kb_per_s=values.pop("discard_kb_per_s", 0.0),
+        **values,
     )
+
+
+def _marker_row(
+    fields: list[str], header: SadfHeader, path: str, line_no: int
+) -> RestartMark | None:
+    """A row of interval -1: a restart mark, or None for a ``COM`` comment.
+
+    Raises:
+        ParseError: neither ``LINUX-RESTART`` nor ``COM``, or a bad timestamp.
+    """
+    i_host, _, i_time, i_dev = header.keys
+    text = ";".join(fields[i_dev:])
+    if text.startswith(RESTART):
+        return RestartMark(fields[i_host], parse_timestamp(fields[i_time], path, line_no))
+    if text.startswith(COMMENT):
+        return None
+    raise ParseError(path, line_no, f"interval -1 but neither LINUX-RESTART nor COM: {text!r}")
 
 
 class SadfCsvParser(HeaderedLines[SadfHeader, SysstatRecord]):
@@ -303,150 +274,3 @@ def parse_sadf_csv(
         ParseError per bad line.
     """
     yield from SadfCsvParser(path, header_line).feed(lines, first_line_no)
-
-
-def _json_time(stamp: Any, where: str, path: str) -> float:
-    if not isinstance(stamp, Mapping):
-        raise ParseError(path, 0, f"{where}: no timestamp object")
-    if stamp.get("utc") != 1:
-        raise ParseError(
-            path,
-            0,
-            f"{where}: timestamp is local time (utc={stamp.get('utc')!r}, sadf -T/-t); "
-            "convert without -T/-t",
-        )
-    return parse_timestamp(f"{stamp.get('date')} {stamp.get('time')} UTC", path, 0)
-
-
-def _json_disk(
-    obj: Any, host: str, end_s: float, interval_s: float, where: str, path: str
-) -> DiskSample:
-    if not isinstance(obj, Mapping) or not isinstance(obj.get("disk-device"), str):
-        raise ParseError(path, 0, f"{where}: not a disk object with a 'disk-device'")
-    values: dict[str, float] = {}
-    for field_name, candidates in JSON_METRICS:
-        found = next(((obj[k], f) for k, f in candidates if k in obj), None)
-        if found is None:
-            if field_name in OPTIONAL_FIELDS:
-                continue
-            raise ParseError(path, 0, f"{where}: no {candidates[0][0]!r} key")
-        value, factor = found
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ParseError(path, 0, f"{where}: {field_name} is not a number: {value!r}")
-        if not math.isfinite(value) or value < 0:
-            raise ParseError(path, 0, f"{where}: {field_name} must be finite and >= 0: {value}")
-        if value >= MAX_EXACT:
-            raise ParseError(path, 0, f"{where}: {field_name} is out of range (>= 2^53): {value}")
-        values[field_name] = float(value) * factor
-    return DiskSample(
-        host=host,
-        device=obj["disk-device"],
-        end_s=end_s,
-        interval_s=interval_s,
-        discard_kb_per_s=values.pop("discard_kb_per_s", 0.0),
-        **values,
-    )
-
-
-def _json_statistic(
-    stat: Any, host: str, where: str, path: str
-) -> tuple[float, list[DiskSample | ParseError]]:
-    """End time and disk records of one ``statistics`` entry.
-
-    Raises:
-        ParseError: the entry's timestamp, interval or ``disk`` array is unusable.
-    """
-    if not isinstance(stat, Mapping):
-        raise ParseError(path, 0, f"{where}: not a statistics object")
-    stamp = stat.get("timestamp")
-    end_s = _json_time(stamp, where, path)
-    interval = stamp.get("interval") if isinstance(stamp, Mapping) else None
-    if (
-        isinstance(interval, bool)
-        or not isinstance(interval, int)
-        or not 1 <= interval <= MAX_INTERVAL_S
-    ):
-        raise ParseError(
-            path, 0, f"{where}: interval must be an integer in [1, 2^31 - 1], got {interval!r}"
-        )
-    disks = stat.get("disk")
-    if not isinstance(disks, list):
-        raise ParseError(path, 0, f"{where}: no 'disk' array (convert with sadf -j -- -d)")
-    records: list[DiskSample | ParseError] = []
-    for j, obj in enumerate(disks):
-        try:
-            records.append(
-                _json_disk(obj, host, end_s, float(interval), f"{where}.disk[{j}]", path)
-            )
-        except ParseError as err:
-            records.append(err)
-    return end_s, records
-
-
-def _json_host(h: int, host_obj: Any, path: str) -> Iterator[SysstatRecord | ParseError]:
-    where = f"hosts[{h}]"
-    if not isinstance(host_obj, Mapping) or not isinstance(host_obj.get("nodename"), str):
-        yield ParseError(path, 0, f"{where}: not a host object with a 'nodename'")
-        return
-    host: str = host_obj["nodename"]
-    restarts: list[float] = []
-    for r, boot in enumerate(host_obj.get("restarts") or []):
-        try:
-            stamp = boot.get("boot") if isinstance(boot, Mapping) else None
-            restarts.append(_json_time(stamp, f"{where}.restarts[{r}]", path))
-        except ParseError as err:
-            yield err
-    restarts.sort()
-    stats = host_obj.get("statistics")
-    if not isinstance(stats, list):
-        yield ParseError(path, 0, f"{where}: no 'statistics' array")
-        stats = []
-    for s, stat in enumerate(stats):
-        try:
-            end_s, records = _json_statistic(stat, host, f"{where}.statistics[{s}]", path)
-        except ParseError as err:
-            yield err
-            continue
-        while restarts and restarts[0] < end_s:
-            yield RestartMark(host, restarts.pop(0))
-        yield from records
-    for t in restarts:
-        yield RestartMark(host, t)
-
-
-def parse_sadf_json(data: bytes, path: str) -> Iterator[SysstatRecord | ParseError]:
-    """Parse ``sadf -j FILE -- -d`` output into records, or errors for bad parts.
-
-    JSON lists restarts apart from the statistics; each RestartMark is placed before the first
-    statistics record later than it (a restart printed at the time of a record follows it, as
-    in the CSV). ``comments`` are ignored. Errors carry line 0 (the place is in the reason as a
-    JSON path like ``hosts[0].statistics[3].disk[1]``), except for invalid JSON.
-
-    Args:
-        data: the whole JSON document.
-        path: the file, for errors.
-
-    Yields:
-        DiskSample and RestartMark records in time order per host; a ParseError per bad part
-        (a bad document yields one ParseError and nothing else).
-    """
-    try:
-        doc = json.loads(data)
-    except UnicodeDecodeError as err:
-        yield ParseError(path, 0, f"not UTF-8 text: {err.reason}")
-        return
-    except json.JSONDecodeError as err:
-        yield ParseError(
-            path, err.lineno, f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
-        )
-        return
-    except RecursionError:
-        yield ParseError(path, 0, "invalid JSON: nested too deeply (not sadf -j output)")
-        return
-    top = doc.get("sysstat") if isinstance(doc, dict) else None
-    hosts = top.get("hosts") if isinstance(top, dict) else None
-    if not isinstance(hosts, list):
-        yield ParseError(path, 0, "not sadf -j output: no sysstat.hosts array")
-        return
-    for h, host_obj in enumerate(hosts):
-        yield from _json_host(h, host_obj, path)

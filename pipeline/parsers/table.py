@@ -87,23 +87,31 @@ class HeaderedLines(Generic[H, R]):
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue
+            out: R | ParseError | None
             if self.is_header(line):
-                self.header_line = line
-                try:
-                    self._header, self._foreign = self.parse_header(line, line_no), False
-                except ParseError as err:
-                    self._header, self._foreign = None, True
-                    yield err
-                continue
-            if self._foreign:
-                continue
-            if self._header is None:
-                yield ParseError(self.path, line_no, self.no_header)
-                continue
-            try:
-                record = self.parse_row(line, self._header, line_no)
-            except ParseError as err:
-                yield err
-                continue
-            if record is not None:
-                yield record
+                out = self._take_header(line, line_no)
+            else:
+                out = self._take_row(line, line_no)
+            if out is not None:
+                yield out
+
+    def _take_header(self, line: str, line_no: int) -> ParseError | None:
+        """Take a header line as the one in force; the error when it cannot be read."""
+        self.header_line = line
+        try:
+            self._header, self._foreign = self.parse_header(line, line_no), False
+        except ParseError as err:
+            self._header, self._foreign = None, True
+            return err
+        return None
+
+    def _take_row(self, line: str, line_no: int) -> R | ParseError | None:
+        """A data line under the header in force: its record, its error or None (skipped)."""
+        if self._foreign:
+            return None
+        if self._header is None:
+            return ParseError(self.path, line_no, self.no_header)
+        try:
+            return self.parse_row(line, self._header, line_no)
+        except ParseError as err:
+            return err

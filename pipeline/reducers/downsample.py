@@ -201,14 +201,9 @@ class Downsampler:
             out.append(s)
             return out
         g = self.grid_end(s.end_s)
-        if cur is not None:
-            missing_s = (s.end_s - s.interval_s) - cur.last_end
-            if s.end_s < cur.last_end or missing_s > self.max_gap_intervals * s.interval_s:
-                out.append(self._close(s.host, s.device, early=True))
-                cur = None
-            elif g > cur.grid_end:
-                out.append(self._close(s.host, s.device, early=False))
-                cur = None
+        if cur is not None and (early := self._interrupted(cur, s, g)) is not None:
+            out.append(self._close(s.host, s.device, early=early))
+            cur = None
         amounts = DiskAmounts.of(s)
         if cur is None:
             streams[s.device] = _Open(g, s.end_s, s.interval_s, amounts)
@@ -216,6 +211,17 @@ class Downsampler:
             cur.last_end, cur.last_interval_s = s.end_s, s.interval_s
             cur.amounts = cur.amounts.merge(amounts)
         return out
+
+    def _interrupted(self, cur: _Open, s: DiskSample, g: float) -> bool | None:
+        """How sample ``s`` (of target interval ``g``) ends the open interval ``cur``: True
+        early (a gap, or the clock went back), False on the grid (a new target interval), None
+        not at all."""
+        missing_s = (s.end_s - s.interval_s) - cur.last_end
+        if s.end_s < cur.last_end or missing_s > self.max_gap_intervals * s.interval_s:
+            return True
+        if g > cur.grid_end:
+            return False
+        return None
 
     def flush(self) -> list[DiskSample]:
         """Emit every open target interval (partial ones end at their last sample's end)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,8 @@ from pipeline.records import FioHistRow
 from pipeline.reducers.fio_bins import BinLayout
 
 F64 = npt.NDArray[np.float64]
+Counts = dict[str, npt.NDArray[np.int64]]
+"""Bin counts per direction code of one interval (unweighted mode)."""
 DIR_CODES = "rwt"  # fiologparser's dir_map: ddir 0, 1, 2
 
 
@@ -160,6 +162,25 @@ def _merge(streams: Sequence[Iterable[FioHistRow]]) -> Iterator[FioHistRow]:
         yield row
 
 
+def _held(r: FioHistRow, bv: _BinVals, half: float) -> _Row:
+    """A record as the weighted mode holds it, with the start time of its highest bin."""
+    s_min = (r.time_ms - half) - bv.vals_ms[r.bin_idx[-1]] if r.bin_idx.size else np.inf
+    return _Row(r.time_ms, r.ddir, r.bin_idx, r.counts, float(s_min))
+
+
+def _read_ahead(
+    gen: Iterator[FioHistRow], rows: list[_Row], bv: _BinVals, half: float, until: float
+) -> bool:
+    """Hold records from ``gen`` until one ends at or after ``until`` (the look-ahead);
+    False when ``gen`` ran out first."""
+    while not rows or rows[-1].t < until:
+        r = next(gen, None)
+        if r is None:
+            return False
+        rows.append(_held(r, bv, half))
+    return True
+
+
 def weighted_intervals(
     streams: Sequence[Iterable[FioHistRow]], layout: BinLayout, opts: FlpOptions
 ) -> Iterator[FlpStats]:
@@ -173,7 +194,6 @@ def weighted_intervals(
     """
     bv = _BinVals(layout, opts)
     interval = opts.interval_ms
-    half = 0.5 * interval
     lookahead = opts.max_latency_s * 1000
     gen = _merge(streams)
     rows: list[_Row] = []
@@ -181,14 +201,7 @@ def weighted_intervals(
     end: float = interval
     more = True
     while more or rows:
-        while not rows or rows[-1].t < lookahead + end:
-            try:
-                r = next(gen)
-            except StopIteration:
-                more = False
-                break
-            s_min = (r.time_ms - half) - bv.vals_ms[r.bin_idx[-1]] if r.bin_idx.size else np.inf
-            rows.append(_Row(r.time_ms, r.ddir, r.bin_idx, r.counts, float(s_min)))
+        more = _read_ahead(gen, rows, bv, 0.5 * interval, lookahead + end) and more
         if rows:
             if start == 0 and rows[0].t - opts.max_latency_s > end:
                 start = rows[0].t - opts.max_latency_s
@@ -200,49 +213,115 @@ def weighted_intervals(
         end = start + interval
 
 
+@dataclass
+class _DirSums:
+    """One direction's share of an interval in the weighted mode, row by row."""
+
+    bins: list[npt.NDArray[np.int64]] = field(default_factory=list)
+    contrib: list[F64] = field(default_factory=list)
+    samples: int = 0
+    mn: float | None = None
+    mx: float | None = None
+
+    def add(self, nz: npt.NDArray[np.int64], ws: F64, n: int, mn: float, mx: float) -> None:
+        """Add one row's considered bins, their weights, its count and min/max bin values."""
+        self.bins.append(nz)
+        self.contrib.append(ws)
+        self.samples += n
+        self.mn = mn if self.mn is None else min(self.mn, mn)
+        self.mx = mx if self.mx is None else max(self.mx, mx)
+
+
+def _weighted_row(
+    bv: _BinVals, r: _Row, half: float, start: float, end: float
+) -> tuple[npt.NDArray[np.int64], F64, int, float, float]:
+    """``(bins, weights, count, min, max)`` of one held row in interval ``[start, end]``."""
+    base = r.t - half
+    s_ts = base - bv.vals_ms[r.nz]
+    keep = s_ts < end
+    nz, hs, s_ts = r.nz[keep], r.cnt[keep], s_ts[keep]
+    sb = np.maximum(s_ts, start).astype(float)
+    eb = float(np.minimum(r.t, end))
+    ws = hs * ((eb - sb) / (r.t - s_ts))
+    first, last = int(nz[0]), int(nz[-1])
+    # Neighbour-bin rule: the bin before the first non-empty considered bin, if considered.
+    lo_bin = first - 1 if first > 0 and (base - bv.vals_ms[first - 1]) < end else first
+    mn = float(bv.lower[lo_bin])
+    mx = float(bv.upper[min(bv.n - 1, last + 1)])
+    return nz, ws, int(hs.sum()), mn, mx
+
+
 def _weighted_interval(
     bv: _BinVals, opts: FlpOptions, rows: list[_Row], start: float, end: float
 ) -> Iterator[FlpStats]:
     half = 0.5 * opts.interval_ms
-    dirs = opts.printdirs
-    bins: dict[str, list[npt.NDArray[np.int64]]] = {d: [] for d in dirs}
-    contrib: dict[str, list[F64]] = {d: [] for d in dirs}
-    samples = dict.fromkeys(dirs, 0)
-    mins: dict[str, float | None] = dict.fromkeys(dirs, None)
-    maxs: dict[str, float | None] = dict.fromkeys(dirs, None)
+    sums = {d: _DirSums() for d in opts.printdirs}
     for r in rows:
         if not r.s_min < end:
             continue
-        base = r.t - half
-        s_ts = base - bv.vals_ms[r.nz]
-        keep = s_ts < end
-        nz, hs, s_ts = r.nz[keep], r.cnt[keep], s_ts[keep]
-        sb = np.maximum(s_ts, start).astype(float)
-        eb = float(np.minimum(r.t, end))
-        ws = hs * ((eb - sb) / (r.t - s_ts))
-        first, last = int(nz[0]), int(nz[-1])
-        # Neighbour-bin rule: the bin before the first non-empty considered bin, if considered.
-        lo_bin = first - 1 if first > 0 and (base - bv.vals_ms[first - 1]) < end else first
-        mn = float(bv.lower[lo_bin])
-        mx = float(bv.upper[min(bv.n - 1, last + 1)])
-        n = int(hs.sum())
+        part = _weighted_row(bv, r, half, start, end)
         for d in ("m", DIR_CODES[r.ddir]):
-            if d not in bins:
-                continue
-            bins[d].append(nz)
-            contrib[d].append(ws)
-            samples[d] += n
-            cur_mn, cur_mx = mins[d], maxs[d]
-            mins[d] = mn if cur_mn is None else min(cur_mn, mn)
-            maxs[d] = mx if cur_mx is None else max(cur_mx, mx)
-    for d in dirs:
-        lo, hi = mins[d], maxs[d]
-        if samples[d] > 0 and lo is not None and hi is not None:
+            if d in sums:
+                sums[d].add(*part)
+    for d, acc in sums.items():
+        if acc.samples > 0 and acc.mn is not None and acc.mx is not None:
             # bincount adds sequentially in input order: the script's row-by-row "+=".
             hist = np.bincount(
-                np.concatenate(bins[d]), weights=np.concatenate(contrib[d]), minlength=bv.n
+                np.concatenate(acc.bins), weights=np.concatenate(acc.contrib), minlength=bv.n
             ).astype(np.float64)
-            yield _stats(bv, opts, end, d, hist, samples[d], lo, hi)
+            yield _stats(bv, opts, end, d, hist, acc.samples, acc.mn, acc.mx)
+
+
+def _add_counts(acc: Counts | None, h: FioHistRow, bv: _BinVals, dirs: Sequence[str]) -> Counts:
+    """Add a record's counts to its direction and mixed (new sums when ``acc`` is None)."""
+    if acc is None:
+        acc = {d: np.zeros(bv.n, dtype=np.int64) for d in dirs}
+    for d in ("m", DIR_CODES[h.ddir]):
+        if d in acc:
+            acc[d][h.bin_idx] += h.counts
+    return acc
+
+
+def _collect_due(
+    iters: Sequence[Iterator[FioHistRow]],
+    heads: list[FioHistRow | None],
+    end: float,
+    bv: _BinVals,
+    dirs: Sequence[str],
+) -> tuple[bool, Counts | None]:
+    """Sum the records due in the interval ending at ``end`` (more than 10 ms before it), file
+    by file and round after round as the script does.
+
+    Returns:
+        ``(more, sums)``: whether any file has records left, and the bin counts per direction
+        (None when no record was due).
+    """
+    more = False
+    acc: Counts | None = None
+    while True:
+        found = False
+        for i, it in enumerate(iters):
+            h = heads[i]
+            ts = h.time_ms if h is not None else 0
+            if h is not None and ts and ts + 10 < end:
+                found = more = True
+                acc = _add_counts(acc, h, bv, dirs)
+                heads[i] = next(it, None)
+            elif ts:
+                more = True
+        if not more or not found:
+            return more, acc
+
+
+def _unweighted_rows(bv: _BinVals, opts: FlpOptions, end: float, acc: Counts) -> Iterator[FlpStats]:
+    """The rows of one interval of the unweighted mode, directions in order."""
+    for d in sorted(acc):
+        hist = acc[d]
+        total = int(np.sum(hist))
+        if total > 0:
+            nz = np.flatnonzero(hist)
+            mn, mx = float(bv.vals[nz[0]]), float(bv.vals[nz[-1]])
+            yield _stats(bv, opts, end, d, hist, total, mn, mx)
 
 
 def unweighted_intervals(
@@ -259,36 +338,11 @@ def unweighted_intervals(
     interval = opts.interval_ms
     iters = [iter(s) for s in streams]
     heads: list[FioHistRow | None] = [next(it, None) for it in iters]
-    dirs = opts.printdirs
     start, end = 0, interval
     while True:
-        more = False
-        acc: dict[str, npt.NDArray[np.int64]] | None = None
-        while True:
-            found = False
-            for i, it in enumerate(iters):
-                h = heads[i]
-                ts = h.time_ms if h is not None else 0
-                if h is not None and ts and ts + 10 < end:
-                    found = more = True
-                    if acc is None:
-                        acc = {d: np.zeros(bv.n, dtype=np.int64) for d in dirs}
-                    for d in ("m", DIR_CODES[h.ddir]):
-                        if d in acc:
-                            acc[d][h.bin_idx] += h.counts
-                    heads[i] = next(it, None)
-                elif ts:
-                    more = True
-            if not more or not found:
-                break
+        more, acc = _collect_due(iters, heads, end, bv, opts.printdirs)
         if acc is not None:
-            for d in sorted(acc):
-                hist = acc[d]
-                total = int(np.sum(hist))
-                if total > 0:
-                    nz = np.flatnonzero(hist)
-                    mn, mx = float(bv.vals[nz[0]]), float(bv.vals[nz[-1]])
-                    yield _stats(bv, opts, end, d, hist, total, mn, mx)
+            yield from _unweighted_rows(bv, opts, end, acc)
         if not more:
             break
         if acc is None:
@@ -320,8 +374,5 @@ def weighted_interval(
     """
     bv = _BinVals(layout, opts)
     half = 0.5 * opts.interval_ms
-    held = []
-    for r in rows:
-        s_min = (r.time_ms - half) - bv.vals_ms[r.bin_idx[-1]] if r.bin_idx.size else np.inf
-        held.append(_Row(r.time_ms, r.ddir, r.bin_idx, r.counts, float(s_min)))
+    held = [_held(r, bv, half) for r in rows]
     return list(_weighted_interval(bv, opts, held, start, end))

@@ -185,18 +185,18 @@ def spans(
     by_lun: dict[str, list[Span]] = {}
     for (lun, _), wins in series.items():
         wins.sort(key=lambda w: (w.end_s, w.start_s))
-        found = _series_spans(wins, gap_s, lead_s)
         stale = math.isfinite(stale_s) and now_s - wins[-1].end_s >= stale_s
-        if found and not found[-1].closed and stale:
-            found[-1] = _closed(found[-1], True)
-        by_lun.setdefault(lun, []).extend(found)
+        by_lun.setdefault(lun, []).extend(_series_spans(wins, gap_s, lead_s, stale=stale))
     out = [m for found in by_lun.values() for m in _merge(found, gap_s)]
     out.sort(key=lambda s: (s.start_s, s.lun))
     return out
 
 
-def _series_spans(wins: Sequence[LunWindow], gap_s: float, lead_s: float) -> list[Span]:
-    """Stretches of one LUN and metric (windows sorted by end)."""
+def _series_spans(
+    wins: Sequence[LunWindow], gap_s: float, lead_s: float, *, stale: bool = False
+) -> list[Span]:
+    """Stretches of one LUN and metric (windows sorted by end); with ``stale``, the last one
+    is closed whatever came after it."""
     out: list[Span] = []
     current: Span | None = None
     for i, w in enumerate(wins):
@@ -220,7 +220,7 @@ def _series_spans(wins: Sequence[LunWindow], gap_s: float, lead_s: float) -> lis
             _slow(streak[0].end_s, w.start_s - lead_s),
         )
     if current is not None:
-        out.append(_closed(current, wins[-1].end_s >= current.last_s + gap_s))
+        out.append(_closed(current, stale or wins[-1].end_s >= current.last_s + gap_s))
     return out
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pipeline.reducers.peer import WindowResult
+from pipeline.reducers.peer_flags import WindowResult
 
 HOUR_S = 3600
 

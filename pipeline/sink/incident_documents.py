@@ -44,36 +44,43 @@ def incident_source(
     source["event"].update({"kind": "alert", "module": "iolens", "start": start})
     if end is not None:
         source["event"]["end"] = end
-    host, device = s.lun.split("/", 1)
+    host, _ = s.lun.split("/", 1)
     source["host"] = {"name": host}
     source["message"] = inc.summary
-    rank, value = inc.persistence if inc.persistence is not None else (None, None)
-    source["iolens"] = {
-        "incident": {
-            "id": s.id,
-            "status": "closed" if s.closed else "open",
-            "start": start,
-            "end": end,
-            "duration_s": round(s.last_s - s.start_s, 3) if s.closed else None,
-            "updated": iso_ms(created_ms),
-            "lun": s.lun,
-            "device": device,
-            "peer_group": s.group,
-            "metric": s.metric,
-            "mount_point": inc.mount_point,
-            "windows": s.windows,
-            "max_score": s.max_score,
-            "persistence_rank": rank,
-            "persistence_value": value,
-            "jobs": list(inc.jobs),
-            "critical_files": list(inc.critical_files),
-            "fio_breaches": inc.fio_breaches,
-            "fio_jobs": list(inc.fio_jobs),
-            "sla": {"percentile": sla[0], "under_ms": sla[1]},
-            "summary": inc.summary,
-        }
-    }
+    source["iolens"] = {"incident": _incident_fields(inc, start, end, sla, created_ms)}
     return source
+
+
+def _incident_fields(
+    inc: Incident, start: str, end: str | None, sla: tuple[float, float], created_ms: float
+) -> dict[str, Any]:
+    """The ``iolens.incident`` object of :func:`incident_source`."""
+    s = inc.span
+    _, device = s.lun.split("/", 1)
+    rank, value = inc.persistence if inc.persistence is not None else (None, None)
+    return {
+        "id": s.id,
+        "status": "closed" if s.closed else "open",
+        "start": start,
+        "end": end,
+        "duration_s": round(s.last_s - s.start_s, 3) if s.closed else None,
+        "updated": iso_ms(created_ms),
+        "lun": s.lun,
+        "device": device,
+        "peer_group": s.group,
+        "metric": s.metric,
+        "mount_point": inc.mount_point,
+        "windows": s.windows,
+        "max_score": s.max_score,
+        "persistence_rank": rank,
+        "persistence_value": value,
+        "jobs": list(inc.jobs),
+        "critical_files": list(inc.critical_files),
+        "fio_breaches": inc.fio_breaches,
+        "fio_jobs": list(inc.fio_jobs),
+        "sla": {"percentile": sla[0], "under_ms": sla[1]},
+        "summary": inc.summary,
+    }
 
 
 def _comparable(source: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,27 +107,31 @@ def write_incidents(
     existing = _existing(client, stream, [ident for ident, _ in docs])
     written = 0
     for ident, source in docs:
-        hit = existing.get(ident)
         try:
             with request_errors(f"write of incident {ident}"):
-                if hit is None:
-                    client.create(index=stream, id=ident, document=source, refresh=True)
-                elif _comparable(hit["_source"]) != _comparable(source):
-                    client.index(
-                        index=hit["_index"],
-                        id=ident,
-                        document=source,
-                        if_seq_no=hit["_seq_no"],
-                        if_primary_term=hit["_primary_term"],
-                        refresh=True,
-                    )
-                else:
-                    continue
+                written += _write(client, stream, ident, source, existing.get(ident))
         except ConflictError:
             log.info("incident %s was written by another instance; it is looked at again", ident)
-            continue
-        written += 1
     return written
+
+
+def _write(client: Elasticsearch, stream: str, ident: str, source: dict[str, Any], hit: Any) -> int:
+    """Create the incident, or update it in place when it changed (``hit``: the stored one);
+    returns documents written (0 or 1)."""
+    if hit is None:
+        client.create(index=stream, id=ident, document=source, refresh=True)
+    elif _comparable(hit["_source"]) != _comparable(source):
+        client.index(
+            index=hit["_index"],
+            id=ident,
+            document=source,
+            if_seq_no=hit["_seq_no"],
+            if_primary_term=hit["_primary_term"],
+            refresh=True,
+        )
+    else:
+        return 0
+    return 1
 
 
 def _existing(client: Elasticsearch, stream: str, ids: list[str]) -> dict[str, Any]:

@@ -1,0 +1,164 @@
+"""Anomalous and faulty LUNs per window: the majority rule and the k-of-(2k-1) filter (seed 001
+§4.2 "Overview", "Windowing and Anomaly Filtering").
+
+A LUN is **anomalous** in a window when its CDF distances to *more than half* of its ``n - 1``
+peers exceed the threshold (strictly greater); it is **faulty** when anomalous in at least ``k``
+of the last ``2k - 1`` windows. ``anomaly_score`` (0-100, for Elastic-ML-like documents,
+reference/sysstat.md §4.2) is ``100 x`` the fraction of peers whose distance exceeds the
+threshold, so a LUN is anomalous exactly when its score is above 50 (Kibana's "major" band and
+up). :func:`detect` runs the whole comparison over a series in one go; the streaming
+:class:`~pipeline.reducers.peer_stream.PeerDetector` gives the same results.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pipeline.reducers.peer_cdf import cdf_distances
+from pipeline.reducers.peer_params import PeerParams, PeerSeries
+from pipeline.reducers.peer_windows import iter_windows, moving_average
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+SeriesId = tuple[str, str, tuple[str, ...]]
+"""``(group, metric, luns)`` of the series a window belongs to."""
+
+
+def peers_exceeded(distances: F64, threshold: float) -> I64:
+    """Per LUN, how many of its peers are farther than ``threshold`` (strict ``>``)."""
+    over = distances > threshold
+    np.fill_diagonal(over, False)
+    out: I64 = over.sum(axis=1).astype(np.int64)
+    return out
+
+
+def majority_distance(distances: F64) -> F64:
+    """Per LUN, the ``m``-th largest distance to its peers, ``m = floor((n - 1) / 2) + 1``.
+
+    A LUN is anomalous exactly when this exceeds the threshold (more than half of its ``n - 1``
+    peer distances do); it is the ``actual`` value of an ML-like record.
+    """
+    n = distances.shape[0]
+    m = (n - 1) // 2 + 1
+    peers = np.where(np.eye(n, dtype=bool), -np.inf, distances)
+    out: F64 = -np.sort(-peers, axis=1)[:, m - 1]
+    return out
+
+
+def indicted(history: Sequence[bool], k: int) -> bool:
+    """The k-of-(2k-1) filter: anomalous in at least ``k`` of the last ``2k - 1`` windows.
+
+    Fewer than ``2k - 1`` windows seen so far: all of them count.
+    """
+    return sum(bool(a) for a in history[-(2 * k - 1) :]) >= k
+
+
+@dataclass(frozen=True, eq=False)
+class WindowResult:
+    """The outcome of one window.
+
+    Attributes:
+        group: peer group.
+        metric: metric name.
+        index: window number ``j`` (0 = the first complete window of the stream).
+        start_s: time of the window's first smoothed sample (a sample end time, Unix s).
+        end_s: time of its last smoothed sample.
+        luns: LUN names, the row/column order of ``distances``.
+        distances: pairwise CDF distances, shape ``(n_luns, n_luns)``.
+        threshold: the threshold applied.
+        bins: shared bins used.
+        scores: per LUN, ``100 x`` the fraction of peers farther than the threshold (0-100).
+        majority_distances: per LUN, :func:`majority_distance`.
+        anomalous: LUNs anomalous in this window (score > 50), in ``luns`` order.
+        faulty: LUNs indicted by the k-of-(2k-1) filter at this window, in ``luns`` order.
+    """
+
+    group: str
+    metric: str
+    index: int
+    start_s: float
+    end_s: float
+    luns: tuple[str, ...]
+    distances: F64
+    threshold: float
+    bins: int
+    scores: tuple[float, ...]
+    majority_distances: tuple[float, ...]
+    anomalous: tuple[str, ...]
+    faulty: tuple[str, ...]
+
+
+def _verdicts(
+    luns: tuple[str, ...], over: I64, histories: Sequence[deque[bool]], k: int
+) -> tuple[tuple[float, ...], tuple[str, ...], tuple[str, ...]]:
+    """``(scores, anomalous, faulty)`` of one window; pushes its flags into ``histories``."""
+    n_peers = len(luns) - 1
+    flags = [2 * int(c) > n_peers for c in over]
+    for h, a in zip(histories, flags, strict=True):
+        h.append(a)
+    scores = tuple(100.0 * int(c) / n_peers for c in over)
+    anomalous = tuple(lun for lun, a in zip(luns, flags, strict=True) if a)
+    faulty = tuple(lun for lun, h in zip(luns, histories, strict=True) if indicted(list(h), k))
+    return scores, anomalous, faulty
+
+
+def evaluate_window(
+    series_id: SeriesId,
+    index: int,
+    times_s: F64,
+    window: F64,
+    threshold: float,
+    params: PeerParams,
+    histories: Sequence[deque[bool]],
+) -> WindowResult:
+    """Analyse window ``index`` (smoothed ``window``, shape ``(n_luns, win_size)``, at
+    ``times_s``) and push its anomaly flags into the per-LUN ``histories``."""
+    group, metric, luns = series_id
+    dist, bins = cdf_distances(window, params)
+    over = peers_exceeded(dist, threshold)
+    scores, anomalous, faulty = _verdicts(luns, over, histories, params.k)
+    return WindowResult(
+        group=group,
+        metric=metric,
+        index=index,
+        start_s=float(times_s[0]),
+        end_s=float(times_s[-1]),
+        luns=luns,
+        distances=dist,
+        threshold=threshold,
+        bins=bins,
+        scores=scores,
+        majority_distances=tuple(float(v) for v in majority_distance(dist)),
+        anomalous=anomalous,
+        faulty=faulty,
+    )
+
+
+def detect(series: PeerSeries, threshold: float, params: PeerParams) -> list[WindowResult]:
+    """Batch peer comparison over a whole series (the reference for the streaming detector).
+
+    Args:
+        series: the metric of one peer group.
+        threshold: the trained distance threshold
+            (:func:`~pipeline.reducers.peer_thresholds.train_threshold`).
+        params: peer parameters.
+
+    Returns:
+        One result per complete window, in order; none if the series is shorter than
+        ``win_size + ma_width - 1`` samples.
+    """
+    sm = moving_average(series.values, params.ma_width)
+    st = series.times_s[params.ma_width - 1 :]
+    histories: list[deque[bool]] = [deque(maxlen=params.history) for _ in series.luns]
+    sid = (series.group, series.metric, series.luns)
+    out = []
+    for j, a in iter_windows(sm, params):
+        b = a + params.win_size
+        out.append(evaluate_window(sid, j, st[a:b], sm[:, a:b], threshold, params, histories))
+    return out
