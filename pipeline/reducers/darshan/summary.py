@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.parsers.darshan import INTERFACE_MODULES, DarshanLog
+from pipeline.parsers.darshan_log import INTERFACE_MODULES, DarshanLog
 from pipeline.reducers.darshan.files import FileTable
 from pipeline.reducers.darshan.times import darshan_time_by_slowest
 from pipeline.reducers.sweep import CoveringSet
