@@ -282,10 +282,7 @@ def _log_from_header(
     layouts: dict[int, Layout],
 ) -> DarshanLog:
     def num(key: str, default: float = 0.0) -> float:
-        try:
-            return float(header.get(key, default))
-        except ValueError:
-            return default
+        return _header_number(header, key, default)
 
     start, end = num("start_time"), num("end_time")
     return DarshanLog(
@@ -306,3 +303,11 @@ def _log_from_header(
         names=names,
         layouts=layouts,
     )
+
+
+def _header_number(header: dict[str, str], key: str, default: float = 0.0) -> float:
+    """Header value ``key`` as a number; ``default`` when absent or not a number."""
+    try:
+        return float(header.get(key, default))
+    except ValueError:
+        return default

@@ -235,12 +235,7 @@ def parse_row(
         ParseError: wrong number of values (a value holding ``|``?), an empty job id, a bad
             time, duration, count or hostlist.
     """
-    fields = _row_values(fields, header, path, line_no)
-
-    def get(key: str) -> str | None:
-        i = header.pos.get(key)
-        return None if i is None else fields[i].strip()
-
+    get = _getter(_row_values(fields, header, path, line_no), header)
     raw, shown = get("jobidraw"), get("jobid")
     ident = raw or shown
     if not ident:
@@ -284,6 +279,16 @@ def _row_values(fields: list[str], header: SacctHeader, path: str, line_no: int)
             f"{len(fields)} value(s), the header has {header.width} (a value holding '|'?)",
         )
     return fields
+
+
+def _getter(fields: list[str], header: SacctHeader) -> Callable[[str], str | None]:
+    """A row's column (``COLUMNS`` key) -> its stripped value, None when the header lacks it."""
+
+    def get(key: str) -> str | None:
+        i = header.pos.get(key)
+        return None if i is None else fields[i].strip()
+
+    return get
 
 
 def _typed_values(get: Callable[[str], str | None], tz: tzinfo) -> dict[str, Any]:

@@ -40,6 +40,13 @@ def diagnosis_dict(d: Diagnosis, top: int | None = None) -> dict[str, Any]:
         "critical_file_count": len(a.critical),
         "factors": dict(a.factors),
         "slow_osts": [o.ost for o in a.osts if o.slow],
+        **_findings(d),
+    }
+
+
+def _findings(d: Diagnosis) -> dict[str, list[dict[str, Any]]]:
+    """``causes`` and ``insights``."""
+    return {
         "causes": [
             {"kind": c.kind, "message": c.message, "ost": c.ost, "source": c.source}
             for c in d.causes

@@ -255,8 +255,16 @@ def reduce_per_file(columns: dict[str, F64], inv: npt.NDArray[np.intp], k: int) 
         out[inv] = block
         return {nm: out[:, j] for j, nm in enumerate(names)}
     order = np.argsort(inv, kind="stable")
-    sorted_block = block[order]
     starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
+    result = _reduce_runs(block[order], starts, names)
+    return {nm: result[:, j] for j, nm in enumerate(names)}
+
+
+def _reduce_runs(
+    sorted_block: npt.NDArray[np.float64], starts: npt.NDArray[np.intp], names: list[str]
+) -> npt.NDArray[np.float64]:
+    """Each run of rows beginning at ``starts`` reduced to one row, column by column as
+    :func:`reduce_per_file` says (``names``: the columns)."""
     is_min = np.array([nm.endswith("_start_s") for nm in names], dtype=bool)
     is_max = np.array(
         [nm.endswith("_end_s") or nm.startswith(("slowest", "fastest")) for nm in names],
@@ -270,4 +278,4 @@ def reduce_per_file(columns: dict[str, F64], inv: npt.NDArray[np.intp], k: int) 
         mins = np.minimum.reduceat(firsts, starts, axis=0)
         mins[~np.isfinite(mins)] = 0.0
         result[:, is_min] = mins
-    return {nm: result[:, j] for j, nm in enumerate(names)}
+    return np.asarray(result, dtype=np.float64)

@@ -82,14 +82,19 @@ def ost_stats(
     n = np.diff(np.r_[first, len(ost)])
     med = sorted_median(bw, first, n)
     last = np.maximum.reduceat(end, first)
-    eligible = n >= min_files
-    slow = np.zeros(len(first), dtype=bool)
-    if eligible.sum() >= 3:
-        em = np.sort(med[eligible])
-        overall = sorted_median(em, np.zeros(1, np.intp), np.array([len(em)]))[0]
-        slow = eligible & (med < ratio * overall)
+    slow = _slow(med, n >= min_files, ratio)
     columns = (ost[first].tolist(), n.tolist(), med.tolist(), last.tolist(), slow.tolist())
     return tuple(map(OstStat._make, zip(*columns, strict=True)))
+
+
+def _slow(med: F64, eligible: npt.NDArray[np.bool_], ratio: float) -> npt.NDArray[np.bool_]:
+    """OSTs whose median ``med`` is below ``ratio`` times the median over the ``eligible``
+    ones; none unless three OSTs at least are eligible."""
+    if eligible.sum() < 3:
+        return np.zeros(len(med), dtype=bool)
+    em = np.sort(med[eligible])
+    overall = sorted_median(em, np.zeros(1, np.intp), np.array([len(em)]))[0]
+    return np.asarray(eligible & (med < ratio * overall))
 
 
 def sorted_median(values: F64, first: npt.NDArray[np.intp], n: npt.NDArray[np.intp]) -> F64:

@@ -50,11 +50,7 @@ def busy_intervals(
         ``(start, end)`` arrays, shape ``(n,)``, seconds from job start; ``end == start`` for
         records without any time.
     """
-    start = cols["open_start_s"].copy()
-    missing = start <= 0
-    if missing.any():
-        first = first_positive(cols["read_start_s"], cols["write_start_s"])
-        start[missing] = first[missing]
+    start = _record_starts(cols)
     length = cols["read_time_s"] + cols["write_time_s"] + cols["meta_time_s"]
     shared = ranks < 0
     length[shared] = cols["slowest_rank_time_s"][shared]
@@ -66,6 +62,16 @@ def busy_intervals(
         np.minimum(end, run_time_s, out=end)
         np.minimum(start, end, out=start)
     return start, end
+
+
+def _record_starts(cols: dict[str, F64]) -> F64:
+    """Each record's open, or its first read or write when the open was not timed."""
+    start = cols["open_start_s"].copy()
+    missing = start <= 0
+    if missing.any():
+        first = first_positive(cols["read_start_s"], cols["write_start_s"])
+        start[missing] = first[missing]
+    return start
 
 
 def _lay_end_to_end(
