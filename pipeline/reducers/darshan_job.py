@@ -21,6 +21,7 @@ from pipeline.reducers.darshan.critical import (
     attribute_factors,
     critical_files,
     critical_path,
+    factor_direction,
     job_factors,
 )
 from pipeline.reducers.darshan.files import group_files
@@ -29,13 +30,12 @@ from pipeline.reducers.darshan.records import SMALL_BINS
 from pipeline.reducers.darshan.rows import file_rows
 from pipeline.reducers.darshan.summary import (
     SIZE_CLASSES,
-    bytes_moved,
     job_row,
     log_identity,
     sharing_pattern,
     size_class,
 )
-from pipeline.reducers.darshan.times import busy_intervals, direction_unions
+from pipeline.reducers.darshan.times import busy_intervals
 from pipeline.reducers.factors import Direction
 from pipeline.reducers.sweep import CoveringSet
 
@@ -92,23 +92,13 @@ def analyze(log: DarshanLog) -> JobAnalysis:
     grouped = group_files(log)
     rows = file_rows(log, grouped.files)
     cover = critical_path(grouped.records)
-    bytes_read, bytes_written = bytes_moved(grouped.files)
-    direction: Direction = "write" if bytes_written >= bytes_read else "read"
+    direction = factor_direction(grouped.files)
     attribution = attribute_factors(grouped.files, rows, cover, direction)
     ost_count = len({o for r in rows for o in r["osts"]})
-    record_cols = [(r.ranks, r.cols) for r in grouped.records]
-    job = job_row(
-        log,
-        grouped.files,
-        cover,
-        direction_unions(record_cols, log.run_time_s),
-        ost_count,
-        grouped.max_meta_rank_s,
-    )
     return JobAnalysis(
         log,
         log_identity(log),
-        job,
+        job_row(log, grouped, cover, ost_count),
         rows,
         cover,
         critical_files(rows, cover, attribution),

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.reducers.darshan.files import FileTable, ModuleRecords
+from pipeline.reducers.darshan.files import FileTable, ModuleRecords, bytes_moved
 from pipeline.reducers.factors import Direction, factor_arrays, weighted_means
 from pipeline.reducers.sweep import CoveringSet, covering_set
 
@@ -73,6 +73,13 @@ def critical_path(records: tuple[ModuleRecords, ...]) -> CoveringSet:
     st = np.concatenate([r.start for r in records]) if records else np.zeros(0)
     en = np.concatenate([r.end for r in records]) if records else np.zeros(0)
     return covering_set(st, en, labels)
+
+
+def factor_direction(files: FileTable) -> Direction:
+    """The direction the factors are computed for: the one with more bytes (``write`` on a
+    tie)."""
+    bytes_read, bytes_written = bytes_moved(files)
+    return "write" if bytes_written >= bytes_read else "read"
 
 
 def attribute_factors(

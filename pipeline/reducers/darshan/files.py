@@ -95,6 +95,13 @@ class _Group(NamedTuple):
     busy: F64
 
 
+def bytes_moved(files: FileTable) -> tuple[float, float]:
+    """``(bytes read, bytes written)`` over all files (POSIX + STDIO)."""
+    if not len(files.ids):
+        return 0.0, 0.0
+    return float(files.cols["bytes_read"].sum()), float(files.cols["bytes_written"].sum())
+
+
 def mpiio_counts(log: DarshanLog) -> MpiioCounts:
     """MPI-IO's operation counts summed per record id (independent = INDEP + SPLIT + NB)."""
     mpi = log.tables.get("MPI-IO")

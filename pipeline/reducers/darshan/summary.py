@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from pipeline.parsers.darshan_log import INTERFACE_MODULES, DarshanLog
-from pipeline.reducers.darshan.files import FileTable
-from pipeline.reducers.darshan.times import darshan_time_by_slowest
+from pipeline.reducers.darshan.files import FileTable, GroupedFiles, bytes_moved
+from pipeline.reducers.darshan.times import darshan_time_by_slowest, direction_unions
 from pipeline.reducers.sweep import CoveringSet
 
 SIZE_CLASSES: tuple[tuple[str, int], ...] = (("One", 1), ("Small", 1024), ("Medium", 8192))
@@ -83,13 +83,6 @@ def size_class(nprocs: int) -> str:
         if nprocs <= top:
             return name
     return "Large"
-
-
-def bytes_moved(files: FileTable) -> tuple[float, float]:
-    """``(bytes read, bytes written)`` over all files (POSIX + STDIO)."""
-    if not len(files.ids):
-        return 0.0, 0.0
-    return float(files.cols["bytes_read"].sum()), float(files.cols["bytes_written"].sum())
 
 
 def posix_totals(files: FileTable) -> dict[str, float]:
@@ -211,13 +204,13 @@ def interface_fields(log: DarshanLog, totals: dict[str, float], total: float) ->
     }
 
 
-def timing_fields(
-    log: DarshanLog, files: FileTable, cover: CoveringSet, read_s: float, write_s: float
-) -> dict[str, Any]:
-    """``io_time_s`` (the critical path), ``read_time_s``, ``write_time_s`` and the bandwidths
-    (bytes/s) of :func:`job_row`."""
-    bytes_read, bytes_written = bytes_moved(files)
+def timing_fields(log: DarshanLog, grouped: GroupedFiles, cover: CoveringSet) -> dict[str, Any]:
+    """``io_time_s`` (the critical path), ``read_time_s``, ``write_time_s`` (the unions of the
+    records' read and write intervals) and the bandwidths (bytes/s) of the module docstring."""
+    bytes_read, bytes_written = bytes_moved(grouped.files)
     total = bytes_read + bytes_written
+    records = [(r.ranks, r.cols) for r in grouped.records]
+    read_s, write_s = direction_unions(records, log.run_time_s)
     return {
         "io_time_s": cover.union,
         "read_time_s": read_s,
@@ -231,21 +224,15 @@ def timing_fields(
 
 
 def job_row(
-    log: DarshanLog,
-    files: FileTable,
-    cover: CoveringSet,
-    direction_s: tuple[float, float],
-    ost_count: int,
-    max_meta_rank_s: float,
+    log: DarshanLog, grouped: GroupedFiles, cover: CoveringSet, ost_count: int
 ) -> dict[str, Any]:
     """The ``darshan.job`` fields, in the order of the module docstring.
 
     Args:
-        log: the log; files: its grouped files; cover: its critical path.
-        direction_s: the union of the read intervals and of the write intervals (s).
+        log: the log; grouped: its files and records; cover: its critical path.
         ost_count: distinct OSTs of the job's files.
-        max_meta_rank_s: the largest metadata time of one rank (s).
     """
+    files = grouped.files
     totals = posix_totals(files)
     bytes_read, bytes_written = bytes_moved(files)
     total = bytes_read + bytes_written
@@ -257,7 +244,7 @@ def job_row(
         "file_count": len(files.ids),
         "size_class": size_class(log.nprocs),
         "no_io": total <= 0,
-        **timing_fields(log, files, cover, *direction_s),
+        **timing_fields(log, grouped, cover),
         "partial": bool(log.partial),
-        "max_meta_rank_s": max_meta_rank_s,
+        "max_meta_rank_s": grouped.max_meta_rank_s,
     }
