@@ -61,7 +61,7 @@ class JobAnalysis:
     Attributes:
         log: the log read.
         log_id: identity of the log (job id, start, file name): stable across re-reads.
-        job: the ``darshan.job`` fields (see :func:`analyze`).
+        job: the ``darshan.job`` fields (:mod:`pipeline.reducers.darshan.summary`).
         files: one dict per file (``darshan.file`` fields), in record order.
         cover: the covering set of the busy intervals (critical path).
         critical: the critical files, largest exclusive time first.
@@ -86,8 +86,8 @@ def analyze(log: DarshanLog) -> JobAnalysis:
 
     The steps of :mod:`pipeline.reducers.darshan`, in order: group the records per file, the
     file rows, the critical path, the factors of the critical files (in the direction with
-    more bytes), the job row (its fields and bandwidths: :mod:`~pipeline.reducers.darshan.
-    summary`), the per-OST speeds.
+    more bytes), the job row (its fields and bandwidths:
+    :mod:`pipeline.reducers.darshan.summary`), the per-OST speeds.
     """
     grouped = group_files(log)
     rows = file_rows(log, grouped.files)
