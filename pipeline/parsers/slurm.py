@@ -245,20 +245,28 @@ def parse_row(
         typed = _typed_values(get, tz)
     except ValueError as err:
         raise ParseError(path, line_no, str(err)) from None
-    state = get("state")
     return SlurmJob(
         id=ident,
         job_id=job_id,
         display_id=shown or ident,
         step=step if dot else None,
-        user=get("user") or None,
-        name=get("jobname") or None,
-        partition=get("partition") or None,
-        account=get("account") or None,
-        state=state.split()[0] if state else None,
-        exit_code=get("exitcode") or None,
+        **_text_values(get),
         **typed,
     )
+
+
+def _text_values(get: Callable[[str], str | None]) -> dict[str, Any]:
+    """The :class:`SlurmJob` fields kept as text (None when missing or empty); ``state`` is the
+    first word of ``State``."""
+    state = get("state")
+    return {
+        "user": get("user") or None,
+        "name": get("jobname") or None,
+        "partition": get("partition") or None,
+        "account": get("account") or None,
+        "state": state.split()[0] if state else None,
+        "exit_code": get("exitcode") or None,
+    }
 
 
 def _row_values(fields: list[str], header: SacctHeader, path: str, line_no: int) -> list[str]:

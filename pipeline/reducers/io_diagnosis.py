@@ -310,30 +310,22 @@ def _lmt_ost_causes(
     """``slow_ost`` when OST ``o`` moved under :data:`LMT_SLOW_RATIO` of the median ``ref`` of
     the other OSTs (bytes/s), ``ost_load`` when its traffic beyond the job's ``own`` exceeds
     :data:`LMT_BUSY_RATIO` times it."""
+    if ref <= 0:
+        return []
     out: list[Cause] = []
-    if ref > 0 and rate < LMT_SLOW_RATIO * ref:
-        out.append(
-            Cause(
-                "slow_ost",
-                f"LMT: OST {o} moved {rate / 2**20:.1f} MiB/s during the job against a median "
-                f"{ref / 2**20:.1f} MiB/s on the other OSTs",
-                o,
-                names,
-                "lmt",
-            )
+    if rate < LMT_SLOW_RATIO * ref:
+        message = (
+            f"LMT: OST {o} moved {rate / 2**20:.1f} MiB/s during the job against a median "
+            f"{ref / 2**20:.1f} MiB/s on the other OSTs"
         )
+        out.append(Cause("slow_ost", message, o, names, "lmt"))
     background = rate - own
-    if ref > 0 and background > LMT_BUSY_RATIO * ref:
-        out.append(
-            Cause(
-                "ost_load",
-                f"LMT: OST {o} carried {background / 2**20:.1f} MiB/s of other traffic during "
-                f"the job against a median {ref / 2**20:.1f} MiB/s on the other OSTs",
-                o,
-                names,
-                "lmt",
-            )
+    if background > LMT_BUSY_RATIO * ref:
+        message = (
+            f"LMT: OST {o} carried {background / 2**20:.1f} MiB/s of other traffic during "
+            f"the job against a median {ref / 2**20:.1f} MiB/s on the other OSTs"
         )
+        out.append(Cause("ost_load", message, o, names, "lmt"))
     return out
 
 
