@@ -84,6 +84,19 @@ def file_rows(log: DarshanLog, files: FileTable) -> list[dict[str, Any]]:
     base_cols = _base_columns(log, files, ids, nprocs)
     value_cols, posix_cols = _value_columns(files.cols)
     npos = files.module.count("POSIX")  # POSIX files come first, then STDIO ones
+    rows = _zip_rows(npos, base_cols, value_cols, posix_cols)
+    add_layouts(log, rows, ids, nprocs)
+    return rows
+
+
+def _zip_rows(
+    npos: int,
+    base_cols: list[list[Any]],
+    value_cols: list[list[Any]],
+    posix_cols: list[list[Any]],
+) -> list[dict[str, Any]]:
+    """The rows of the first ``npos`` (POSIX) files with :data:`_POSIX_KEYS`, then the rest
+    (STDIO) with :data:`_STDIO_KEYS`."""
     rows: list[dict[str, Any]] = [
         dict(zip(_POSIX_KEYS, values, strict=False))
         for values in zip(*(c[:npos] for c in (*base_cols, *value_cols, *posix_cols)), strict=True)
@@ -93,7 +106,6 @@ def file_rows(log: DarshanLog, files: FileTable) -> list[dict[str, Any]]:
         for values in zip(*(c[npos:] for c in (*base_cols, *value_cols)), strict=True)
     ]
     # (the keys and each row's values are built to the same length: no strict check per row)
-    add_layouts(log, rows, ids, nprocs)
     return rows
 
 
