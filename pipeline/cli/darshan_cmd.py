@@ -16,15 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.errors import ConfigError
 from pipeline.parsers.errors import ParseError
-from pipeline.reducers.io_diagnosis import Diagnosis, Thresholds, diagnose
+from pipeline.reducers.io_diagnosis import Thresholds, diagnose
+from pipeline.report.darshan_diagnosis import diagnosis_dict, format_diagnosis
 from pipeline.settings import Settings
 
-MiB = 2**20
+if TYPE_CHECKING:
+    from pipeline.shippers.darshan_tail import DarshanPool
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -61,104 +63,6 @@ def thresholds_of(settings: Settings, args: argparse.Namespace) -> Thresholds:
     )
 
 
-def diagnosis_dict(d: Diagnosis, top: int | None = None) -> dict[str, Any]:
-    """A diagnosis as JSON-able values (bandwidths in bytes/s, times in s)."""
-    a = d.analysis
-    job = a.job
-    return {
-        "log": a.log.path,
-        "job_id": a.log.jobid,
-        "exe": job["exe"],
-        "nprocs": job["nprocs"],
-        "pattern": job["pattern"],
-        "interface": job["interface"],
-        "bytes_read": job["bytes_read"],
-        "bytes_written": job["bytes_written"],
-        "run_time_s": job["run_time_s"],
-        "io_time_s": a.cover.union,
-        "span_s": a.cover.span,
-        "bandwidth_bytes_per_s": {
-            "critical_path": job["critical_bytes_per_s"],
-            "naive": job["naive_bytes_per_s"],
-            "darshan": job["darshan_bytes_per_s"],
-            "read": job["read_bytes_per_s"],
-            "write": job["write_bytes_per_s"],
-        },
-        "low_bandwidth": list(d.low),
-        "direction": a.direction,
-        "critical_files": [
-            {
-                "name": cf.name,
-                "exclusive_s": cf.exclusive_s,
-                "share": cf.share,
-                "osts": list(cf.osts),
-                "nprocs": cf.nprocs,
-                "stripe_count": cf.stripe_count,
-            }
-            for cf in a.critical[:top]
-        ],
-        "critical_file_count": len(a.critical),
-        "factors": dict(a.factors),
-        "slow_osts": [o.ost for o in a.osts if o.slow],
-        "causes": [
-            {"kind": c.kind, "message": c.message, "ost": c.ost, "source": c.source}
-            for c in d.causes
-        ],
-        "insights": [
-            {"code": i.code, "level": i.level, "message": i.message, "files": list(i.files)}
-            for i in d.insights
-        ],
-    }
-
-
-def _bw(v: float | None) -> str:
-    return "-" if v is None else f"{v / MiB:.1f}"
-
-
-def _f(v: float | None, fmt: str = ".2f") -> str:
-    return "-" if v is None else format(v, fmt)
-
-
-def format_diagnosis(d: Diagnosis, t: Thresholds, top: int) -> str:
-    """The text block of one job."""
-    a = d.analysis
-    j = a.job
-    gib = 2**30
-    name = a.log.path.rsplit("/", 1)[-1]
-    lines = [
-        f"job {a.log.jobid}  {j['exe'] or '(no exe)'}  {j['nprocs']} procs  "
-        f"{j['pattern'] or '-'}  {j['interface'] or 'no I/O'}  ({name})",
-        f"  bytes: {j['bytes_written'] / gib:.3f} GiB written, {j['bytes_read'] / gib:.3f} GiB "
-        f"read; run {j['run_time_s']:.1f} s, I/O on the critical path {a.cover.union:.3f} s "
-        f"(span {a.cover.span:.3f} s)",
-        f"  bandwidth MiB/s: critical path {_bw(j['critical_bytes_per_s'])}, naive "
-        f"{_bw(j['naive_bytes_per_s'])}, Darshan {_bw(j['darshan_bytes_per_s'])}, write "
-        f"{_bw(j['write_bytes_per_s'])}, read {_bw(j['read_bytes_per_s'])}",
-        f"  low bandwidth: {', '.join(d.low) or 'no'}  (more than {t.min_nprocs} procs, at "
-        f"least {t.min_bytes_per_proc / MiB:g} MiB/proc, under {t.max_bytes_per_s / MiB:g} MiB/s)",
-        f"  critical files ({len(a.critical)}):",
-    ]
-    for cf in a.critical[:top]:
-        osts = ",".join(map(str, cf.osts[:8])) + ("..." if len(cf.osts) > 8 else "")
-        lines.append(
-            f"    {cf.exclusive_s:10.3f} s {cf.share:6.1%}  OST {osts or '-':<8} "
-            f"{cf.nprocs:6d} procs  {cf.name}"
-        )
-    f = a.factors
-    lines.append(
-        f"  factors ({a.direction}): Small {_f(f['small'])}  Small<1KiB {_f(f['small_1k'])}  "
-        f"Non-consec {_f(f['non_consec'])}  Coll {_f(f['coll'], '.0f')}  "
-        f"OST# {_f(f['ost_count'], '.0f')}  Proc/OST {_f(f['proc_per_ost'], '.1f')}"
-    )
-    if d.causes:
-        lines.append("  causes:")
-        lines += [f"    {c.kind} [{c.source}]: {c.message}" for c in d.causes]
-    if d.insights:
-        lines.append("  insights:")
-        lines += [f"    {i.code} {i.level}: {i.message}" for i in d.insights]
-    return "\n".join(lines) + "\n"
-
-
 def _diagnose(args: argparse.Namespace) -> int:
     from pipeline.shippers.darshan_tail import DarshanPool
 
@@ -170,30 +74,41 @@ def _diagnose(args: argparse.Namespace) -> int:
         pool.submit(path)
     cluster = Cluster(settings, embedded=False) if args.cluster else None
     status = 0
-    out = sys.stdout
     try:
         for path in args.LOG:
-            try:
-                a = pool.result(path)
-            except (ParseError, FileNotFoundError) as err:
-                sys.stderr.write(f"iolens: {err}\n")
-                status = 2
-                continue
-            extra: dict[str, Any] = {}
-            if cluster is not None:
-                from pipeline.jobs.darshan_evidence import server_evidence
-
-                extra = server_evidence(cluster.client, settings, a)
-            d = diagnose(a, t, **extra)
-            if args.json:
-                out.write(json.dumps(diagnosis_dict(d, args.top)) + "\n")
-            else:
-                out.write(format_diagnosis(d, t, args.top) + "\n")
+            status = max(status, _diagnose_one(args, settings, t, pool, cluster, path))
     finally:
         pool.close()
         if cluster is not None:
             cluster.__exit__()
     return status
+
+
+def _diagnose_one(
+    args: argparse.Namespace,
+    settings: Settings,
+    t: Thresholds,
+    pool: DarshanPool,
+    cluster: Cluster | None,
+    path: str,
+) -> int:
+    """Print the diagnosis of one log read by ``pool``; 2 when it could not be read, else 0."""
+    try:
+        a = pool.result(path)
+    except (ParseError, FileNotFoundError) as err:
+        sys.stderr.write(f"iolens: {err}\n")
+        return 2
+    extra: dict[str, Any] = {}
+    if cluster is not None:
+        from pipeline.jobs.darshan_evidence import server_evidence
+
+        extra = server_evidence(cluster.client, settings, a)
+    d = diagnose(a, t, **extra)
+    if args.json:
+        sys.stdout.write(json.dumps(diagnosis_dict(d, args.top)) + "\n")
+    else:
+        sys.stdout.write(format_diagnosis(d, t, args.top) + "\n")
+    return 0
 
 
 def _stats(args: argparse.Namespace) -> int:

@@ -11,14 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pipeline.cli.common import settings_from_args
 from pipeline.cli.peer_options import add_peer_options, params_of, parse_time, peer_settings
 from pipeline.cli.train_cmd import thresholds_path
 from pipeline.errors import ConfigError
 from pipeline.jobs.peer_diagnosis import diagnose, load, train
-from pipeline.reducers.peer import Thresholds
+from pipeline.reducers.peer import Thresholds, WindowResult
 from pipeline.reducers.persistence import Persistence, hourly_rows, qualified_name
 
 
@@ -71,25 +73,26 @@ def run(args: argparse.Namespace) -> int:
     for metric in peer.metrics:
         results = diagnose(rec, metric, peer.groups, params, thresholds, since)
         if args.json:
-            acc = Persistence()
-            for r in results:
-                acc.update(r)
-                out.write(
-                    json.dumps(
-                        {
-                            "metric": metric,
-                            "group": r.group,
-                            "window_start": r.start_s,
-                            "window_end": r.end_s,
-                            "anomalous": [qualified_name(r.group, x) for x in r.anomalous],
-                            "faulty": [qualified_name(r.group, x) for x in r.faulty],
-                            "accumulator": dict(acc.ranking()),
-                        }
-                    )
-                    + "\n"
-                )
+            out.writelines(json.dumps(w) + "\n" for w in window_dicts(metric, results))
             continue
         out.write(f"# {metric}: Date.Hour: Value PG:LUN ...\n")
         for row in hourly_rows(results, args.top):
             out.write(row.format() + "\n")
     return 0
+
+
+def window_dicts(metric: str, results: Iterable[WindowResult]) -> Iterator[dict[str, Any]]:
+    """One JSON-able object per window: its LUNs marked anomalous and faulty, and the
+    persistence ranking accumulated up to it."""
+    acc = Persistence()
+    for r in results:
+        acc.update(r)
+        yield {
+            "metric": metric,
+            "group": r.group,
+            "window_start": r.start_s,
+            "window_end": r.end_s,
+            "anomalous": [qualified_name(r.group, x) for x in r.anomalous],
+            "faulty": [qualified_name(r.group, x) for x in r.faulty],
+            "accumulator": dict(acc.ranking()),
+        }

@@ -34,15 +34,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if args.state_dir:
         settings = settings.model_copy(update={"state_dir": args.state_dir})
-    missing = [str(f) for f in args.FILE if not f.is_file()]
-    if missing:
-        raise ConfigError(f"no such file: {', '.join(missing)}")
-    if (args.type == "events") != bool(args.schema):
-        raise ConfigError("--schema FILE goes with --type events, and only with it")
-    try:
-        DropSettings(type=args.type, path=".", tz=args.tz, schema_file=args.schema)
-    except ValidationError as err:
-        raise ConfigError(f"--tz: {err.errors()[0]['msg']}") from None
+    _check_inputs(args)
     with Cluster(settings) as cluster:
         with MainJob(settings, cluster.client) as job:
             job.once = True
@@ -57,3 +49,21 @@ def run(args: argparse.Namespace) -> int:
             summary = job.finish()
         report_run(cluster.client, settings.elasticsearch.namespace, summary, Console())
     return EX_TEMPFAIL if summary.unsent else 0
+
+
+def _check_inputs(args: argparse.Namespace) -> None:
+    """Refuse missing files, ``--schema`` without ``--type events`` (or the reverse) and a bad
+    ``--tz``.
+
+    Raises:
+        ConfigError: naming the option or the files.
+    """
+    missing = [str(f) for f in args.FILE if not f.is_file()]
+    if missing:
+        raise ConfigError(f"no such file: {', '.join(missing)}")
+    if (args.type == "events") != bool(args.schema):
+        raise ConfigError("--schema FILE goes with --type events, and only with it")
+    try:
+        DropSettings(type=args.type, path=".", tz=args.tz, schema_file=args.schema)
+    except ValidationError as err:
+        raise ConfigError(f"--tz: {err.errors()[0]['msg']}") from None

@@ -36,8 +36,22 @@ def server_evidence(client: Elasticsearch, settings: Settings, a: JobAnalysis) -
         ``lmt``, ``anomalous_osts`` (OST -> LUN), ``placement`` (critical file -> (mount
         point, LUN)) and ``anomalous_luns`` (LUN -> highest record score).
     """
-    ns = settings.elasticsearch.namespace
-    window = {
+    window = _run_window(a)
+    out: dict[str, Any] = {}
+    placement = critical_placement(a, settings.darshan)
+    if placement:
+        out["placement"] = placement
+    try:
+        out.update(_slurm_and_lmt(client, settings, a, window))
+        out.update(_peer_evidence(client, settings, window, placement))
+    except ClusterUnavailable as err:
+        log.warning("server-side evidence for job %s unavailable: %s", a.log.jobid, err)
+    return out
+
+
+def _run_window(a: JobAnalysis) -> dict[str, Any]:
+    """The job's run as a ``range`` query on ``@timestamp`` (epoch ms)."""
+    return {
         "range": {
             "@timestamp": {
                 "gte": round(a.log.start_s * 1000),
@@ -46,22 +60,27 @@ def server_evidence(client: Elasticsearch, settings: Settings, a: JobAnalysis) -
             }
         }
     }
+
+
+def _peer_evidence(
+    client: Elasticsearch,
+    settings: Settings,
+    window: dict[str, Any],
+    placement: dict[str, tuple[str, str]],
+) -> dict[str, Any]:
+    """``anomalous_osts`` (through ``darshan.ost_luns``) and ``anomalous_luns`` (of the critical
+    files' mounts) from the peer comparison during the job's run."""
     out: dict[str, Any] = {}
-    placement = critical_placement(a, settings.darshan)
+    ost_luns = {lun: int(o) for o, lun in settings.darshan.ost_luns.items()}
+    wanted = set(ost_luns) | {lun for _, lun in placement.values()}
+    if not wanted:
+        return out
+    index = f"metrics-iolens.peer_anomaly-{settings.elasticsearch.namespace}"
+    scores = anomalous_luns(client, index, window, wanted)
+    if ost_luns:
+        out["anomalous_osts"] = {ost_luns[lun]: lun for lun in scores if lun in ost_luns}
     if placement:
-        out["placement"] = placement
-    try:
-        out.update(_slurm_and_lmt(client, settings, a, window))
-        ost_luns = {lun: int(o) for o, lun in settings.darshan.ost_luns.items()}
-        wanted = set(ost_luns) | {lun for _, lun in placement.values()}
-        if wanted:
-            scores = anomalous_luns(client, f"metrics-iolens.peer_anomaly-{ns}", window, wanted)
-            if ost_luns:
-                out["anomalous_osts"] = {ost_luns[lun]: lun for lun in scores if lun in ost_luns}
-            if placement:
-                out["anomalous_luns"] = scores
-    except ClusterUnavailable as err:
-        log.warning("server-side evidence for job %s unavailable: %s", a.log.jobid, err)
+        out["anomalous_luns"] = scores
     return out
 
 
@@ -82,21 +101,28 @@ def _slurm_and_lmt(
     if slurm:
         nodes = slurm[0]["_source"]["slurm"]["job"].get("node_count")
         out["node_count"] = int(nodes) if nodes else None
+    rows = _lmt_rows(client, settings, window)
+    if rows:
+        out["lmt"] = lmt_window(rows)
+    return out
+
+
+def _lmt_rows(
+    client: Elasticsearch, settings: Settings, window: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """``metrics-lmt.ost`` sources within ``window`` (of ``darshan.lmt_fs`` when set)."""
     lmt_q: list[dict[str, Any]] = [window]
     if settings.darshan.lmt_fs:
         lmt_q.append({"term": {"lmt.ost.fs": settings.darshan.lmt_fs}})
-    rows = [
+    return [
         h["_source"]
         for h in iter_hits(
             client,
-            f"metrics-lmt.ost-{ns}",
+            f"metrics-lmt.ost-{settings.elasticsearch.namespace}",
             {"bool": {"filter": lmt_q}},
             [{"@timestamp": "asc"}, {"lmt.ost.name": "asc"}],
         )
     ]
-    if rows:
-        out["lmt"] = lmt_window(rows)
-    return out
 
 
 def _window_ends(window: dict[str, Any]) -> dict[str, Any]:

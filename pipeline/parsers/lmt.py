@@ -39,7 +39,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
@@ -224,14 +224,28 @@ def parse_row(
         ts = parse_timestamp(values[pos["TIMESTAMP"]], tz)
         read = _count(values[pos["READ_BYTES"]].strip(), "READ_BYTES")
         write = _count(values[pos["WRITE_BYTES"]].strip(), "WRITE_BYTES")
-        cpu_text = optional("PCT_CPU")
-        cpu = _percent(cpu_text, "PCT_CPU") if cpu_text is not None else None
-        free_text, used_text = optional("KBYTES_FREE"), optional("KBYTES_USED")
-        free = _count(free_text, "KBYTES_FREE") if free_text is not None else None
-        used = _count(used_text, "KBYTES_USED") if used_text is not None else None
+        cpu, free, used = _optional_fields(optional)
     except ValueError as err:
         raise ParseError(path, line_no, str(err)) from None
     return LmtSample(ts, name, fs, index, read, write, cpu, free, used)
+
+
+def _optional_fields(
+    optional: Callable[[str], str | None],
+) -> tuple[float | None, int | None, int | None]:
+    """``(PCT_CPU, KBYTES_FREE, KBYTES_USED)`` of a row, None where absent or null
+    (``optional``: a column's stripped text, None when absent or null).
+
+    Raises:
+        ValueError: a PCT_CPU that is not a finite number >= 0, or a count that is not a whole
+            number >= 0.
+    """
+    cpu_text = optional("PCT_CPU")
+    cpu = _percent(cpu_text, "PCT_CPU") if cpu_text is not None else None
+    free_text, used_text = optional("KBYTES_FREE"), optional("KBYTES_USED")
+    free = _count(free_text, "KBYTES_FREE") if free_text is not None else None
+    used = _count(used_text, "KBYTES_USED") if used_text is not None else None
+    return cpu, free, used
 
 
 class LmtCsvParser(HeaderedLines[LmtHeader, LmtSample]):

@@ -18,7 +18,8 @@ says which. Columns are found by name, in any order; unknown columns are ignored
 or Unix seconds with ``SLURM_TIME_FORMAT=%s``; ``Unknown`` (not started or still running) and
 ``None`` mean no time. The parser is told the time zone (``tz``, default UTC); on a DST fold the
 first occurrence is taken. ``Elapsed`` is ``[D-]HH:MM:SS``. ``NodeList`` is a Slurm hostlist
-(``nid0[5301-5303,5310],login1``), expanded here as ``scontrol show hostnames`` would.
+(``nid0[5301-5303,5310],login1``), expanded as ``scontrol show hostnames`` would (the field
+values are read by :mod:`pipeline.parsers.slurm_values`).
 
 Each row is one job, or one step of it (``.batch``, ``.extern``, ``.0``, ...): steps are kept as
 records of their own; ``job_id`` joins them to their job (and Darshan's ``jobid`` to both).
@@ -29,15 +30,40 @@ This module is pure: lines in, :class:`SlurmJob` records and
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, tzinfo
+from typing import Any
 
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.limits import MAX_EXACT, epoch_digits, epoch_problem, zoned_epoch
+from pipeline.parsers.slurm_values import (
+    MAX_HOSTS,
+    NO_NODES,
+    NO_TIME,
+    expand_hostlist,
+    parse_count,
+    parse_elapsed,
+    parse_time,
+)
 from pipeline.parsers.table import HeaderedLines
+
+__all__ = [
+    "COLUMNS",
+    "MAX_HOSTS",
+    "NO_NODES",
+    "NO_TIME",
+    "SACCT_FORMAT",
+    "SacctHeader",
+    "SacctParser",
+    "SlurmJob",
+    "expand_hostlist",
+    "is_header",
+    "parse_elapsed",
+    "parse_row",
+    "parse_sacct",
+    "parse_time",
+    "sacct_command",
+]
 
 SACCT_FORMAT = (
     "JobID,JobIDRaw,User,JobName,Partition,Account,Start,End,Elapsed,State,ExitCode,"
@@ -65,11 +91,6 @@ COLUMNS: dict[str, str] = {
     "nodelist": "NodeList",
 }
 """Recognised header names (matched case-insensitively) -> sacct's spelling."""
-
-NO_TIME = frozenset({"", "unknown", "none"})
-NO_NODES = frozenset({"", "none assigned", "(null)", "none"})
-MAX_HOSTS = 1_000_000
-"""A hostlist expanding to more names than this is refused (a typo like ``n[1-999999999]``)."""
 
 
 @dataclass(frozen=True)
@@ -146,144 +167,6 @@ def sacct_command(
     return [*argv, f"--endtime={endtime}"] if endtime is not None else argv
 
 
-def _split_top(text: str) -> list[str]:
-    """Split a hostlist at the commas outside brackets."""
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch == "[":
-            depth += 1
-            if depth > 1:
-                raise ValueError("nested '['")
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise ValueError("']' without '['")
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if depth:
-        raise ValueError("'[' without ']'")
-    parts.append("".join(cur))
-    return parts
-
-
-def _expand_range(body: str) -> list[str]:
-    """``0008,0012-0013`` -> ``['0008', '0012', '0013']`` (width of each lower bound kept)."""
-    out: list[str] = []
-    for item in body.split(","):
-        lo, sep, hi = item.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise ValueError(f"bad range {item!r} (expected N or N-M)")
-        a, b = int(lo), int(hi) if sep else int(lo)
-        if b < a:
-            raise ValueError(f"range {item!r} runs backwards")
-        if len(out) + b - a + 1 > MAX_HOSTS:
-            raise ValueError(f"more than {MAX_HOSTS} hosts")
-        out.extend(f"{n:0{len(lo)}d}" for n in range(a, b + 1))
-    return out
-
-
-_PIECE = re.compile(r"([^\[\]]*)(?:\[([^\[\]]*)\])?")
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Expand a Slurm hostlist into host names, as ``scontrol show hostnames`` does.
-
-    ``nid0[5301-5303,5310],login1`` -> ``nid05301 nid05302 nid05303 nid05310 login1``. A
-    range keeps the width of its lower bound (``[08-10]`` -> ``08 09 10``; ``[8-10]`` ->
-    ``8 9 10``), as Slurm's hostlist.c does. Several bracket groups in one name expand to their
-    product (``r[1-2]n[1-2]`` -> ``r1n1 r1n2 r2n1 r2n2``); text after a bracket is a suffix.
-    Duplicates are kept, in order. ``None assigned``, ``(null)`` and ``""`` give ``[]``.
-
-    Raises:
-        ValueError: unbalanced or nested brackets, a range that is not ``N`` or ``N-M`` or
-            runs backwards, an empty name, or more than ``MAX_HOSTS`` names.
-    """
-    text = text.strip()
-    if text.lower() in NO_NODES:
-        return []
-    hosts: list[str] = []
-    for expr in _split_top(text):
-        if not expr:
-            raise ValueError(f"empty host name in {text!r}")
-        names = [""]
-        for m in _PIECE.finditer(expr):
-            literal, body = m.group(1), m.group(2)
-            if body == "":
-                raise ValueError(f"empty brackets in {expr!r}")
-            choices = _expand_range(body) if body is not None else [""]
-            names = [n + literal + c for n in names for c in choices]
-            if len(names) + len(hosts) > MAX_HOSTS:
-                raise ValueError(f"more than {MAX_HOSTS} hosts")
-        hosts.extend(names)
-    return hosts
-
-
-def parse_elapsed(text: str) -> float:
-    """Seconds from a Slurm duration: ``[D-]HH:MM:SS``, ``MM:SS[.mmm]``, ``D-HH[:MM]``.
-
-    sacct prints ``Elapsed`` as ``HH:MM:SS`` or ``D-HH:MM:SS``; the CPU-time columns
-    (``TotalCPU``) as ``MM:SS.mmm`` below an hour (sacct(1), "Job Accounting Fields").
-
-    Raises:
-        ValueError: not a duration, or one of 2^53 s or more.
-    """
-    days, sep, clock = text.strip().rpartition("-")
-    if sep and not days.isdigit():
-        raise ValueError(f"not a duration: {text!r}")
-    parts = clock.split(":")
-    if sep:
-        parts += ["0"] * (3 - len(parts))
-    elif len(parts) == 2:
-        parts.insert(0, "0")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts[:2]):
-        raise ValueError(f"not a duration: {text!r}")
-    try:
-        seconds = float(parts[2])
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r}") from None
-    if not math.isfinite(seconds) or seconds < 0 or parts[2].startswith(("+", "-")):
-        raise ValueError(f"not a duration: {text!r}")
-    try:
-        whole = (int(days or 0) * 24 + int(parts[0])) * 3600 + int(parts[1]) * 60
-    except ValueError:  # more digits than int() converts
-        raise ValueError(f"duration out of range: {text[:40]!r}") from None
-    if whole >= MAX_EXACT or whole + seconds >= MAX_EXACT:
-        raise ValueError(f"duration out of range: {text[:40]!r}")
-    return whole + seconds
-
-
-def parse_time(text: str, tz: tzinfo = UTC) -> float | None:
-    """Unix seconds from a sacct time: ``2017-03-20T01:59:02`` in ``tz``, or Unix seconds.
-
-    ``Unknown``, ``None`` and ``""`` give None. A value with its own offset
-    (``...+02:00``) keeps that offset.
-
-    Raises:
-        ValueError: anything else, or a time before 1970 or beyond the year 9999.
-    """
-    text = text.strip()
-    if text.lower() in NO_TIME:
-        return None
-    seconds = epoch_digits(text)
-    if seconds is None:
-        try:
-            when = datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError(f"not a sacct time: {text[:40]!r}") from None
-        if "T" not in text:
-            raise ValueError(f"not a sacct time: {text[:40]!r}")
-        seconds = zoned_epoch(when, tz)
-    problem = epoch_problem(seconds)
-    if problem is not None:
-        raise ValueError(f"time {text[:40]!r} is {problem}")
-    return seconds
-
-
 @dataclass(frozen=True)
 class SacctHeader:
     """Where each recognised column sits in the rows under one sacct header line.
@@ -343,17 +226,6 @@ def is_header(line: str) -> bool:
     )
 
 
-def _int(value: str | None, name: str) -> int | None:
-    if value is None or value == "":
-        return None
-    if not (value.isascii() and value.isdigit()):
-        raise ValueError(f"{name} is not a whole number >= 0: {value[:40]!r}")
-    digits = value.lstrip("0") or "0"
-    if len(digits) > 16 or int(digits) >= MAX_EXACT:
-        raise ValueError(f"{name} is out of range (>= 2^53): {value[:40]!r}")
-    return int(digits)
-
-
 def parse_row(
     fields: list[str], header: SacctHeader, path: str, line_no: int, tz: tzinfo = UTC
 ) -> SlurmJob:
@@ -362,6 +234,47 @@ def parse_row(
     Raises:
         ParseError: wrong number of values (a value holding ``|``?), an empty job id, a bad
             time, duration, count or hostlist.
+    """
+    get = _getter(_row_values(fields, header, path, line_no), header)
+    raw, shown = get("jobidraw"), get("jobid")
+    ident = raw or shown
+    if not ident:
+        raise ParseError(path, line_no, "empty JobID/JobIDRaw")
+    job_id, dot, step = ident.partition(".")
+    try:
+        typed = _typed_values(get, tz)
+    except ValueError as err:
+        raise ParseError(path, line_no, str(err)) from None
+    return SlurmJob(
+        id=ident,
+        job_id=job_id,
+        display_id=shown or ident,
+        step=step if dot else None,
+        **_text_values(get),
+        **typed,
+    )
+
+
+def _text_values(get: Callable[[str], str | None]) -> dict[str, Any]:
+    """The :class:`SlurmJob` fields kept as text (None when missing or empty); ``state`` is the
+    first word of ``State``."""
+    state = get("state")
+    return {
+        "user": get("user") or None,
+        "name": get("jobname") or None,
+        "partition": get("partition") or None,
+        "account": get("account") or None,
+        "state": state.split()[0] if state else None,
+        "exit_code": get("exitcode") or None,
+    }
+
+
+def _row_values(fields: list[str], header: SacctHeader, path: str, line_no: int) -> list[str]:
+    """The row's values, the trailing empty one of ``--parsable`` dropped.
+
+    Raises:
+        ParseError: no trailing ``|`` under a ``--parsable`` header, or not as many values as
+            the header has columns.
     """
     if header.trailing:
         if not fields or fields[-1] != "":
@@ -373,48 +286,37 @@ def parse_row(
             line_no,
             f"{len(fields)} value(s), the header has {header.width} (a value holding '|'?)",
         )
+    return fields
+
+
+def _getter(fields: list[str], header: SacctHeader) -> Callable[[str], str | None]:
+    """A row's column (``COLUMNS`` key) -> its stripped value, None when the header lacks it."""
 
     def get(key: str) -> str | None:
         i = header.pos.get(key)
         return None if i is None else fields[i].strip()
 
-    raw, shown = get("jobidraw"), get("jobid")
-    ident = raw or shown
-    if not ident:
-        raise ParseError(path, line_no, "empty JobID/JobIDRaw")
-    job_id, dot, step = ident.partition(".")
-    try:
-        start = parse_time(get("start") or "", tz)
-        end = parse_time(get("end") or "", tz)
-        elapsed_text = get("elapsed")
-        elapsed = parse_elapsed(elapsed_text) if elapsed_text else None
-        nodes_text = get("nodelist")
-        nodes = tuple(expand_hostlist(nodes_text)) if nodes_text is not None else ()
-        node_count = _int(get("nnodes") or get("allocnodes"), "NNodes")
-        tasks = _int(get("ntasks"), "NTasks")
-        cpus = _int(get("ncpus") or get("alloccpus"), "NCPUS")
-    except ValueError as err:
-        raise ParseError(path, line_no, str(err)) from None
-    state = get("state")
-    return SlurmJob(
-        id=ident,
-        job_id=job_id,
-        display_id=shown or ident,
-        step=step if dot else None,
-        user=get("user") or None,
-        name=get("jobname") or None,
-        partition=get("partition") or None,
-        account=get("account") or None,
-        start_s=start,
-        end_s=end,
-        elapsed_s=elapsed,
-        state=state.split()[0] if state else None,
-        exit_code=get("exitcode") or None,
-        node_count=node_count,
-        tasks=tasks,
-        cpus=cpus,
-        nodes=nodes,
-    )
+    return get
+
+
+def _typed_values(get: Callable[[str], str | None], tz: tzinfo) -> dict[str, Any]:
+    """The :class:`SlurmJob` fields read by :mod:`~pipeline.parsers.slurm_values`: times,
+    elapsed, counts and nodes (``get``: a column's stripped value, None when absent).
+
+    Raises:
+        ValueError: a bad time, duration, count or hostlist.
+    """
+    elapsed_text = get("elapsed")
+    nodes_text = get("nodelist")
+    return {
+        "start_s": parse_time(get("start") or "", tz),
+        "end_s": parse_time(get("end") or "", tz),
+        "elapsed_s": parse_elapsed(elapsed_text) if elapsed_text else None,
+        "nodes": tuple(expand_hostlist(nodes_text)) if nodes_text is not None else (),
+        "node_count": parse_count(get("nnodes") or get("allocnodes"), "NNodes"),
+        "tasks": parse_count(get("ntasks"), "NTasks"),
+        "cpus": parse_count(get("ncpus") or get("alloccpus"), "NCPUS"),
+    }
 
 
 class SacctParser(HeaderedLines[SacctHeader, SlurmJob]):

@@ -19,6 +19,7 @@ Definitions (reference/darshan-iominer.md 2.2, 2.3):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -135,23 +136,13 @@ def factor_arrays(
         ``small``, ``small_1k``, ``non_consec``, ``coll`` and ``proc_per_ost``, each shape
         ``(n,)``.
     """
-
-    def ops(stem: str) -> npt.NDArray[np.float64]:
-        names = _NAMES[direction][stem]
-        total = cols[names[0]]
-        for name in names[1:]:
-            total = total + cols[name]
-        return total
-
+    ops = functools.partial(_ops_array, cols, direction)
     n_ops = ops("")
     has = n_ops > 0
     ok = has & counted
     safe = np.where(has, n_ops, 1.0)
     nan = np.full_like(n_ops, np.nan)
-    procs = np.asarray(nprocs, dtype=np.float64)
-    st = np.asarray(stripes, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ppo = np.where((st > 0) & (procs > 0), procs / np.where(st > 0, st, 1.0), np.nan)
+    ppo = _procs_per_ost(nprocs, stripes)
     return {
         "small": np.where(ok, ops("small_") / safe, nan),
         "small_1k": np.where(ok, ops("small_1k_") / safe, nan),
@@ -159,6 +150,25 @@ def factor_arrays(
         "coll": np.where(has, (ops("coll_") > 0).astype(np.float64), nan),
         "proc_per_ost": ppo,
     }
+
+
+def _ops_array(
+    cols: Mapping[str, npt.NDArray[np.float64]], direction: Direction, stem: str
+) -> npt.NDArray[np.float64]:
+    """``{stem}reads`` and/or ``{stem}writes`` of many files (``stem`` '' gives the requests)."""
+    names = _NAMES[direction][stem]
+    total = cols[names[0]]
+    for name in names[1:]:
+        total = total + cols[name]
+    return total
+
+
+def _procs_per_ost(nprocs: npt.ArrayLike, stripes: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Processes / stripe count per file; NaN without stripes or processes."""
+    procs = np.asarray(nprocs, dtype=np.float64)
+    st = np.asarray(stripes, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((st > 0) & (procs > 0), procs / np.where(st > 0, st, 1.0), np.nan)
 
 
 def weighted_means(

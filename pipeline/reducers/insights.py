@@ -35,31 +35,57 @@ M10   one aggregator per node                                     ok
 ====  ==========================================================  ======
 
 M08-M10 need the node count (Slurm); they are skipped without it.
+
+The checks are the rows of :data:`TRIGGERS`, run in order; each is a small function of
+:mod:`pipeline.reducers.insight_checks` with its threshold constant and the Drishti function it
+follows (``drishti-io`` ``drishti/includes/module.py``).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pipeline.reducers import insight_checks as c
+from pipeline.reducers.insight_checks import (
+    COLLECTIVE_COUNT,
+    COLLECTIVE_SHARE,
+    IMBALANCE,
+    INTENSITY,
+    META_TIME_S,
+    MISALIGNED_SHARE,
+    RANDOM_COUNT,
+    RANDOM_SHARE,
+    SMALL_COUNT,
+    SMALL_SHARE,
+    STDIO_SHARE,
+    TOP_FILES,
+    Facts,
+    Finding,
+)
+
+__all__ = [
+    "COLLECTIVE_COUNT",
+    "COLLECTIVE_SHARE",
+    "IMBALANCE",
+    "INTENSITY",
+    "META_TIME_S",
+    "MISALIGNED_SHARE",
+    "RANDOM_COUNT",
+    "RANDOM_SHARE",
+    "SMALL_COUNT",
+    "SMALL_SHARE",
+    "STDIO_SHARE",
+    "TOP_FILES",
+    "TRIGGERS",
+    "Insight",
+    "Level",
+    "Trigger",
+    "insights",
+]
+
 Level = Literal["high", "warn", "info", "ok"]
-
-SMALL_SHARE = 0.1
-SMALL_COUNT = 1000
-MISALIGNED_SHARE = 0.1
-RANDOM_SHARE = 0.2
-RANDOM_COUNT = 1000
-META_TIME_S = 30.0
-IMBALANCE = 0.15
-STDIO_SHARE = 0.1
-INTENSITY = 0.1
-COLLECTIVE_SHARE = 0.5
-COLLECTIVE_COUNT = 1000
-TOP_FILES = 3
-
-_CB_NODES = re.compile(r"(?:^|;)cb_nodes=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -79,17 +105,66 @@ class Insight:
     files: tuple[str, ...] = ()
 
 
-def _share(num: float, den: float) -> float:
-    return num / den if den > 0 else 0.0
+@dataclass(frozen=True)
+class Trigger:
+    """One row of :data:`TRIGGERS`.
+
+    Attributes:
+        code: Drishti's code; level: the level of its finding.
+        thresholds: the constants it compares with (shares in [0, 1], counts, seconds).
+        source: the Drishti function it follows (``drishti/includes/module.py``).
+        check: the check (:mod:`pipeline.reducers.insight_checks`).
+    """
+
+    code: str
+    level: Level
+    thresholds: tuple[float, ...]
+    source: str
+    check: Callable[[Facts], Finding]
 
 
-def _top(files: Sequence[dict[str, Any]], key: str) -> tuple[str, ...]:
-    ranked = sorted((f for f in files if (f.get(key) or 0) > 0), key=lambda f: -(f[key] or 0))
-    return tuple(str(f["name"]) for f in ranked[:TOP_FILES])
-
-
-def _sum(files: Sequence[dict[str, Any]], key: str) -> float:
-    return float(sum(f.get(key) or 0 for f in files))
+T = Trigger
+TRIGGERS: tuple[Trigger, ...] = (
+    T("S01", "warn", (STDIO_SHARE,), "check_stdio", c.stdio_share),
+    T("P01", "info", (INTENSITY,), "check_operation_intensive", c.write_operation_intensive),
+    T("P02", "info", (INTENSITY,), "check_operation_intensive", c.read_operation_intensive),
+    T("P03", "info", (INTENSITY,), "check_size_intensive", c.write_size_intensive),
+    T("P04", "info", (INTENSITY,), "check_size_intensive", c.read_size_intensive),
+    T("P05", "high", (SMALL_SHARE, SMALL_COUNT), "check_small_operation", c.small_reads),
+    T("P06", "high", (SMALL_SHARE, SMALL_COUNT), "check_small_operation", c.small_writes),
+    T("P07", "high", (MISALIGNED_SHARE,), "check_misaligned", c.misaligned_memory),
+    T("P08", "high", (MISALIGNED_SHARE,), "check_misaligned", c.misaligned_file),
+    T("P11", "high", (RANDOM_SHARE, RANDOM_COUNT), "check_random_operation", c.random_reads),
+    T("P12", "ok", (RANDOM_SHARE, RANDOM_COUNT), "check_random_operation", c.sequential_reads),
+    T("P13", "high", (RANDOM_SHARE, RANDOM_COUNT), "check_random_operation", c.random_writes),
+    T("P14", "ok", (RANDOM_SHARE, RANDOM_COUNT), "check_random_operation", c.sequential_writes),
+    T("P17", "high", (META_TIME_S,), "check_long_metadata", c.long_metadata),
+    T("P18", "high", (IMBALANCE,), "check_shared_data_imblance", c.data_imbalance),
+    T("P19", "high", (IMBALANCE,), "check_shared_time_imbalance", c.time_imbalance),
+    T("M01", "warn", (), "check_mpiio", c.no_mpiio),
+    # reads (M02 or M04) before writes (M03 or M05): the order of Drishti's report
+    T(
+        "M02",
+        "high",
+        (COLLECTIVE_SHARE, COLLECTIVE_COUNT),
+        "check_mpi_collective_read_operation",
+        c.no_collective_reads,
+    ),
+    T("M04", "ok", (), "check_mpi_collective_read_operation", c.collective_reads),
+    T(
+        "M03",
+        "high",
+        (COLLECTIVE_SHARE, COLLECTIVE_COUNT),
+        "check_mpi_collective_write_operation",
+        c.no_collective_writes,
+    ),
+    T("M05", "ok", (), "check_mpi_collective_write_operation", c.collective_writes),
+    T("M08", "warn", (), "check_mpi_aggregator", c.too_many_aggregators),
+    T("M09", "warn", (), "check_mpi_aggregator", c.too_few_aggregators),
+    T("M10", "ok", (), "check_mpi_aggregator", c.one_aggregator_per_node),
+)
+"""The checks of the module docstring, in the order their findings are listed."""
+del T
 
 
 def insights(
@@ -98,7 +173,7 @@ def insights(
     hints: str = "",
     node_count: int | None = None,
 ) -> list[Insight]:
-    """Run the checks of the module docstring.
+    """Run the checks of :data:`TRIGGERS`.
 
     Args:
         job: the ``darshan.job`` fields of :func:`~pipeline.reducers.darshan_job.analyze`.
@@ -109,162 +184,10 @@ def insights(
     Returns:
         The findings in the order of the table.
     """
+    f = c.facts(job, files, hints, node_count)
     out: list[Insight] = []
-    posix = [f for f in files if f["module"] == "POSIX"]
-    stdio_bytes = sum(f["bytes_read"] + f["bytes_written"] for f in files if f["module"] == "STDIO")
-    total = job["bytes_read"] + job["bytes_written"]
-    if _share(stdio_bytes, total) > STDIO_SHARE:
-        out.append(
-            Insight(
-                "S01",
-                "warn",
-                f"STDIO carries {_share(stdio_bytes, total):.0%} of the bytes: "
-                "buffered stdio is slow for large parallel I/O; use POSIX or MPI-IO",
-            )
-        )
-    reads, writes = _sum(posix, "reads"), _sum(posix, "writes")
-    ops = reads + writes
-    if ops > 0 and abs(writes - reads) / ops > INTENSITY:
-        code, what = ("P01", "write") if writes > reads else ("P02", "read")
-        out.append(
-            Insight(
-                code, "info", f"{what}-operation intensive: {writes:.0f} writes, {reads:.0f} reads"
-            )
-        )
-    br, bw = job["bytes_read"], job["bytes_written"]
-    if total > 0 and abs(bw - br) / total > INTENSITY:
-        code, what = ("P03", "write") if bw > br else ("P04", "read")
-        out.append(
-            Insight(code, "info", f"{what}-size intensive: {bw} bytes written, {br} bytes read")
-        )
-    for code, op, n_ops in (("P05", "reads", reads), ("P06", "writes", writes)):
-        small = _sum(posix, f"small_{op}")
-        if small > SMALL_COUNT and _share(small, n_ops) > SMALL_SHARE:
-            out.append(
-                Insight(
-                    code,
-                    "high",
-                    f"{small:.0f} of {n_ops:.0f} {op} ({_share(small, n_ops):.0%}) are 1 MiB or "
-                    "smaller: aggregate them (collective buffering, larger transfers)",
-                    _top(posix, f"small_{op}"),
-                )
-            )
-    for code, key, what in (
-        ("P07", "mem_not_aligned", "memory"),
-        ("P08", "not_aligned", "file"),
-    ):
-        bad = _sum(posix, key)
-        if ops > 0 and bad / ops > MISALIGNED_SHARE:
-            hint = " (align to the Lustre stripe size)" if what == "file" else ""
-            out.append(
-                Insight(
-                    code,
-                    "high",
-                    f"{bad / ops:.0%} of requests are misaligned in {what}{hint}",
-                    _top(posix, key),
-                )
-            )
-    for codes, op, n_ops in ((("P11", "P12"), "reads", reads), (("P13", "P14"), "writes", writes)):
-        if n_ops <= 0:
-            continue
-        random = n_ops - _sum(posix, f"seq_{op}")
-        if random > RANDOM_COUNT and random / n_ops > RANDOM_SHARE:
-            out.append(
-                Insight(
-                    codes[0],
-                    "high",
-                    f"{random:.0f} {op} ({random / n_ops:.0%}) are random (not sequential)",
-                    _top(posix, f"{op}"),
-                )
-            )
-        else:
-            out.append(
-                Insight(codes[1], "ok", f"{op} are mostly sequential ({1 - random / n_ops:.0%})")
-            )
-    meta = float(job.get("max_meta_rank_s") or 0.0)
-    if meta > META_TIME_S:
-        out.append(
-            Insight(
-                "P17", "high", f"a rank spent {meta:.1f} s in metadata operations (open, stat...)"
-            )
-        )
-    data_imb, time_imb = [], []
-    for f in files:
-        if f["nprocs"] <= 1 or not f["shared"]:
-            continue
-        nbytes = f["bytes_read"] + f["bytes_written"]
-        slow_b, fast_b = f.get("slowest_rank_bytes") or 0, f.get("fastest_rank_bytes") or 0
-        if nbytes > 0 and abs(slow_b - fast_b) / nbytes > IMBALANCE:
-            data_imb.append(f)
-        slow_t, fast_t = f.get("slowest_rank_time_s") or 0.0, f.get("fastest_rank_time_s") or 0.0
-        if slow_t > 0 and (slow_t - fast_t) / slow_t > IMBALANCE:
-            time_imb.append(f)
-    if data_imb:
-        out.append(
-            Insight(
-                "P18",
-                "high",
-                f"{len(data_imb)} shared file(s) with data imbalance between ranks over "
-                f"{IMBALANCE:.0%}",
-                tuple(str(f["name"]) for f in data_imb[:TOP_FILES]),
-            )
-        )
-    if time_imb:
-        out.append(
-            Insight(
-                "P19",
-                "high",
-                f"{len(time_imb)} shared file(s) where the slowest rank took over {IMBALANCE:.0%} "
-                "longer than the fastest (stragglers)",
-                tuple(str(f["name"]) for f in time_imb[:TOP_FILES]),
-            )
-        )
-    out += _mpiio_checks(job, files, hints, node_count)
-    return out
-
-
-def _mpiio_checks(
-    job: dict[str, Any], files: Sequence[dict[str, Any]], hints: str, node_count: int | None
-) -> list[Insight]:
-    out: list[Insight] = []
-    if "MPI-IO" not in job["interfaces"]:
-        if job["nprocs"] > 1 and not job["no_io"]:
-            out.append(
-                Insight(
-                    "M01",
-                    "warn",
-                    f"{job['nprocs']} processes and no MPI-IO: consider MPI-IO "
-                    "or a library on it (HDF5, PnetCDF) for collective I/O",
-                )
-            )
-        return out
-    for (bad, good), op in ((("M02", "M04"), "reads"), (("M03", "M05"), "writes")):
-        coll, indep = _sum(files, f"coll_{op}"), _sum(files, f"indep_{op}")
-        if coll > 0:
-            out.append(Insight(good, "ok", f"collective {op} used ({coll:.0f} operations)"))
-        elif indep > COLLECTIVE_COUNT and _share(indep, indep + coll) > COLLECTIVE_SHARE:
-            out.append(
-                Insight(
-                    bad,
-                    "high",
-                    f"{indep:.0f} independent MPI-IO {op} and no collective ones: use "
-                    f"MPI_File_{op[:-1]}_all",
-                    _top(files, f"indep_{op}"),
-                )
-            )
-    m = _CB_NODES.search(hints or "")
-    if m is not None and node_count:
-        cb = int(m.group(1))
-        if cb > node_count:
-            out.append(Insight("M08", "warn", f"{cb} MPI-IO aggregators on {node_count} nodes"))
-        elif cb < node_count:
-            out.append(
-                Insight(
-                    "M09",
-                    "warn",
-                    f"{cb} MPI-IO aggregators for {node_count} nodes: set cb_nodes={node_count}",
-                )
-            )
-        else:
-            out.append(Insight("M10", "ok", f"one MPI-IO aggregator per node ({cb})"))
+    for t in TRIGGERS:
+        found = t.check(f)
+        if found is not None:
+            out.append(Insight(t.code, t.level, found[0], found[1]))
     return out

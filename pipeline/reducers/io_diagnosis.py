@@ -11,7 +11,7 @@ Drishti-style insights (:mod:`pipeline.reducers.insights`) and the causes found:
 * ``small_noncontiguous`` (IOMiner): small and non-consecutive requests above 50 % (III-F);
 * ``dominant_file`` (IOMiner): one critical file holds at least 90 % of the critical path;
 * ``slow_ost`` (beyond IOMiner): a critical file sits on an OST where the job's files ran far
-  slower than on its other OSTs (:func:`pipeline.reducers.darshan_job.ost_stats`), on an OST
+  slower than on its other OSTs (:func:`pipeline.reducers.darshan.osts.ost_stats`), on an OST
   that LMT shows moving far less than its peers during the job, or on an OST whose LUN the peer
   comparison marked anomalous;
 * ``anomalous_lun`` (beyond IOMiner, any file system): a critical file sits under a mount point
@@ -157,13 +157,32 @@ def diagnose(
         one the thresholds select.
     """
     t = thresholds or Thresholds()
-    job = a.job
-    found = insights(job, a.files, a.log.hints, node_count)
-    causes: list[Cause] = []
+    crit_osts = critical_osts(a)
+    causes = _slow_ost_causes(a, crit_osts)
+    if lmt is not None and lmt.bytes_per_s:
+        causes += _lmt_causes(a, lmt, crit_osts)
+    causes += _peer_ost_causes(anomalous_osts or {}, crit_osts)
+    causes += _lun_causes(a, placement or {}, anomalous_luns or {})
+    causes += _factor_causes(a.factors)
+    causes += _dominant_file_cause(a)
+    found = insights(a.job, a.files, a.log.hints, node_count)
+    bw = {d: a.job[f"{d}_bytes_per_s"] for d in ("read", "write")}
+    return Diagnosis(a, low_bandwidth(a, t), bw, tuple(found), tuple(causes), dict(placement or {}))
+
+
+def critical_osts(a: JobAnalysis) -> dict[int, list[str]]:
+    """OST index -> names of the critical files with a stripe on it (critical path order)."""
     crit_osts: dict[int, list[str]] = {}
     for cf in a.critical:
         for o in cf.osts:
             crit_osts.setdefault(o, []).append(cf.name)
+    return crit_osts
+
+
+def _slow_ost_causes(a: JobAnalysis, crit_osts: dict[int, list[str]]) -> list[Cause]:
+    """``slow_ost`` from the job's own files: OSTs :func:`~pipeline.reducers.darshan.osts.
+    ost_stats` marks slow that hold critical files."""
+    causes: list[Cause] = []
     for st in a.osts:
         if st.slow and st.ost in crit_osts:
             others = [o.median_bytes_per_s for o in a.osts if o.ost != st.ost and o.files >= 3]
@@ -180,21 +199,30 @@ def diagnose(
                     tuple(crit_osts[st.ost][:3]),
                 )
             )
-    if lmt is not None and lmt.bytes_per_s:
-        causes += _lmt_causes(a, lmt, crit_osts)
-    for o, lun in sorted((anomalous_osts or {}).items()):
-        if o in crit_osts:
-            causes.append(
-                Cause(
-                    "slow_ost",
-                    f"OST {o} ({lun}) was anomalous among its peers during the job",
-                    o,
-                    tuple(crit_osts[o][:3]),
-                    "peer",
-                )
-            )
-    causes += _lun_causes(a, placement or {}, anomalous_luns or {})
-    f = a.factors
+    return causes
+
+
+def _peer_ost_causes(
+    anomalous_osts: Mapping[int, str], crit_osts: dict[int, list[str]]
+) -> list[Cause]:
+    """``slow_ost`` from the peer comparison: anomalous OSTs that hold critical files."""
+    return [
+        Cause(
+            "slow_ost",
+            f"OST {o} ({lun}) was anomalous among its peers during the job",
+            o,
+            tuple(crit_osts[o][:3]),
+            "peer",
+        )
+        for o, lun in sorted(anomalous_osts.items())
+        if o in crit_osts
+    ]
+
+
+def _factor_causes(f: Mapping[str, float | None]) -> list[Cause]:
+    """``contention`` (Proc/OST over :data:`PROC_PER_OST`) and ``small_noncontiguous`` (both
+    shares over :data:`SMALL_NONCONSEC`) from the job's factors (seed 004 III-F)."""
+    causes: list[Cause] = []
     if (f.get("proc_per_ost") or 0) > PROC_PER_OST:
         causes.append(
             Cause(
@@ -211,19 +239,24 @@ def diagnose(
                 "the critical files",
             )
         )
-    if a.critical and a.critical[0].share >= DOMINANT_SHARE and a.cover.union > 0:
-        top = a.critical[0]
-        causes.append(
-            Cause(
-                "dominant_file",
-                f"{top.name} holds {top.share:.1%} of the critical path "
-                f"({top.exclusive_s:.1f} of {a.cover.union:.1f} s)",
-                top.osts[0] if len(top.osts) == 1 else None,
-                (top.name,),
-            )
+    return causes
+
+
+def _dominant_file_cause(a: JobAnalysis) -> list[Cause]:
+    """``dominant_file``: the first critical file holds :data:`DOMINANT_SHARE` or more of the
+    critical path."""
+    if not (a.critical and a.critical[0].share >= DOMINANT_SHARE and a.cover.union > 0):
+        return []
+    top = a.critical[0]
+    return [
+        Cause(
+            "dominant_file",
+            f"{top.name} holds {top.share:.1%} of the critical path "
+            f"({top.exclusive_s:.1f} of {a.cover.union:.1f} s)",
+            top.osts[0] if len(top.osts) == 1 else None,
+            (top.name,),
         )
-    bw = {d: job[f"{d}_bytes_per_s"] for d in ("read", "write")}
-    return Diagnosis(a, low_bandwidth(a, t), bw, tuple(found), tuple(causes), dict(placement or {}))
+    ]
 
 
 def _lun_causes(
@@ -259,40 +292,40 @@ def _lun_causes(
 
 def _lmt_causes(a: JobAnalysis, lmt: LmtWindow, crit_osts: dict[int, list[str]]) -> list[Cause]:
     """OSTs of critical files far slower or far busier than the file system's other OSTs."""
-    out: list[Cause] = []
     rates = dict(lmt.bytes_per_s)
     if len(rates) < 3:
-        return out
+        return []
     own = _own_rates(a)
+    out: list[Cause] = []
     for o, names in sorted(crit_osts.items()):
-        if o not in rates:
-            continue
-        others = [r for k, r in rates.items() if k != o]
-        ref = float(np.median(others))
-        r = rates[o]
-        if ref > 0 and r < LMT_SLOW_RATIO * ref:
-            out.append(
-                Cause(
-                    "slow_ost",
-                    f"LMT: OST {o} moved {r / 2**20:.1f} MiB/s during the job against a median "
-                    f"{ref / 2**20:.1f} MiB/s on the other OSTs",
-                    o,
-                    tuple(names[:3]),
-                    "lmt",
-                )
-            )
-        background = r - own.get(o, 0.0)
-        if ref > 0 and background > LMT_BUSY_RATIO * ref:
-            out.append(
-                Cause(
-                    "ost_load",
-                    f"LMT: OST {o} carried {background / 2**20:.1f} MiB/s of other traffic during "
-                    f"the job against a median {ref / 2**20:.1f} MiB/s on the other OSTs",
-                    o,
-                    tuple(names[:3]),
-                    "lmt",
-                )
-            )
+        if o in rates:
+            ref = float(np.median([r for k, r in rates.items() if k != o]))
+            out += _lmt_ost_causes(o, rates[o], own.get(o, 0.0), ref, tuple(names[:3]))
+    return out
+
+
+def _lmt_ost_causes(
+    o: int, rate: float, own: float, ref: float, names: tuple[str, ...]
+) -> list[Cause]:
+    """``slow_ost`` when OST ``o`` moved under :data:`LMT_SLOW_RATIO` of the median ``ref`` of
+    the other OSTs (bytes/s), ``ost_load`` when its traffic beyond the job's ``own`` exceeds
+    :data:`LMT_BUSY_RATIO` times it."""
+    if ref <= 0:
+        return []
+    out: list[Cause] = []
+    if rate < LMT_SLOW_RATIO * ref:
+        message = (
+            f"LMT: OST {o} moved {rate / 2**20:.1f} MiB/s during the job against a median "
+            f"{ref / 2**20:.1f} MiB/s on the other OSTs"
+        )
+        out.append(Cause("slow_ost", message, o, names, "lmt"))
+    background = rate - own
+    if background > LMT_BUSY_RATIO * ref:
+        message = (
+            f"LMT: OST {o} carried {background / 2**20:.1f} MiB/s of other traffic during "
+            f"the job against a median {ref / 2**20:.1f} MiB/s on the other OSTs"
+        )
+        out.append(Cause("ost_load", message, o, names, "lmt"))
     return out
 
 

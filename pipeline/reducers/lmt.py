@@ -148,6 +148,11 @@ class OstDeltaReducer:
         self._last[sample.ost_name] = _Last(sample.ts_s, sample.read_bytes, sample.write_bytes)
         if prev is None:
             return None
+        return self._interval(prev, sample)
+
+    def _interval(self, prev: _Last, sample: LmtSample) -> OstInterval:
+        """The interval from ``prev`` to ``sample`` of one OST: byte deltas (the counters
+        themselves after a reset, when either went down), rates, and whether it is a gap."""
         reset = sample.read_bytes < prev.read_bytes or sample.write_bytes < prev.write_bytes
         read = sample.read_bytes if reset else sample.read_bytes - prev.read_bytes
         write = sample.write_bytes if reset else sample.write_bytes - prev.write_bytes
@@ -207,22 +212,30 @@ class OstDeltaReducer:
             raise ValueError("LMT reducer state without an 'osts' object")
         reducer = cls(max_gap_s)
         for name, last in osts.items():
-            split_ost_name(name)
-            try:
-                ts, read, write = last["ts_s"], last["read_bytes"], last["write_bytes"]
-            except (KeyError, TypeError):
-                raise ValueError(
-                    f"LMT reducer state of {name}: not {{ts_s, read_bytes, write_bytes}}: {last!r}"
-                ) from None
-            numbers_ok = (
-                isinstance(ts, int | float)
-                and not isinstance(ts, bool)
-                and math.isfinite(ts)
-                and all(
-                    isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (read, write)
-                )
-            )
-            if not numbers_ok:
-                raise ValueError(f"LMT reducer state of {name}: bad values {last!r}")
-            reducer._last[name] = _Last(float(ts), read, write)
+            reducer._last[name] = _last_of_state(name, last)
         return reducer
+
+
+def _last_of_state(name: str, last: Any) -> _Last:
+    """One OST's entry of a saved state.
+
+    Raises:
+        ValueError: ``name`` is not ``<fsname>-OST<hex>``, or ``last`` is not ``{ts_s,
+            read_bytes, write_bytes}`` with a finite time and counts >= 0.
+    """
+    split_ost_name(name)
+    try:
+        ts, read, write = last["ts_s"], last["read_bytes"], last["write_bytes"]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"LMT reducer state of {name}: not {{ts_s, read_bytes, write_bytes}}: {last!r}"
+        ) from None
+    numbers_ok = (
+        isinstance(ts, int | float)
+        and not isinstance(ts, bool)
+        and math.isfinite(ts)
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (read, write))
+    )
+    if not numbers_ok:
+        raise ValueError(f"LMT reducer state of {name}: bad values {last!r}")
+    return _Last(float(ts), read, write)

@@ -52,48 +52,81 @@ def first_order(jobs: pd.DataFrame, top: int = 10) -> dict[str, Any]:
         "jobs": n}}}``; shares are fractions (0-1).
     """
     n = len(jobs)
-    out: dict[str, Any] = {"jobs": n}
     if n == 0:
-        out.update(
-            jobs_with_io=0,
-            top_read=[],
-            top_write=[],
-            seq_ratio_percentiles={},
-            read_ratio_bins={},
-            sharing_patterns={},
-            interfaces_by_size={},
-        )
-        return out
+        return _empty_stats()
     df = jobs.copy()
     df["exe"] = df["exe"].fillna("(unknown)") if "exe" in df else "(unknown)"
     io = df[~df["no_io"].astype(bool)] if "no_io" in df else df
-    out["jobs_with_io"] = len(io)
-    for key, col in (("top_read", "bytes_read"), ("top_write", "bytes_written")):
-        total = float(df[col].sum())
-        g = df.groupby("exe")[col].agg(["sum", "count"]).sort_values("sum", ascending=False)
-        g = g[g["sum"] > 0].head(top)
-        out[key] = [
-            {
-                "exe": str(exe),
-                "bytes": int(r["sum"]),
-                "jobs": int(r["count"]),
-                "share": float(r["sum"]) / total if total > 0 else 0.0,
-            }
-            for exe, r in g.iterrows()
-        ]
+    return {
+        "jobs": n,
+        "jobs_with_io": len(io),
+        "top_read": top_applications(df, "bytes_read", top),
+        "top_write": top_applications(df, "bytes_written", top),
+        "seq_ratio_percentiles": seq_ratio_percentiles(io),
+        "read_ratio_bins": read_ratio_bins(io),
+        "sharing_patterns": sharing_patterns(io),
+        "interfaces_by_size": interfaces_by_size(io),
+    }
+
+
+def _empty_stats() -> dict[str, Any]:
+    """The statistics of an empty job table (new containers each time)."""
+    return {
+        "jobs": 0,
+        "jobs_with_io": 0,
+        "top_read": [],
+        "top_write": [],
+        "seq_ratio_percentiles": {},
+        "read_ratio_bins": {},
+        "sharing_patterns": {},
+        "interfaces_by_size": {},
+    }
+
+
+def top_applications(df: pd.DataFrame, col: str, top: int) -> list[dict[str, Any]]:
+    """Executables ranked by the sum of ``col`` (``bytes_read``/``bytes_written``), the first
+    ``top`` with any bytes: ``exe``, ``bytes``, ``jobs`` and ``share`` of all jobs' bytes
+    (Figures 5 and 6)."""
+    total = float(df[col].sum())
+    g = df.groupby("exe")[col].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    g = g[g["sum"] > 0].head(top)
+    return [
+        {
+            "exe": str(exe),
+            "bytes": int(r["sum"]),
+            "jobs": int(r["count"]),
+            "share": float(r["sum"]) / total if total > 0 else 0.0,
+        }
+        for exe, r in g.iterrows()
+    ]
+
+
+def seq_ratio_percentiles(io: pd.DataFrame) -> dict[str, float]:
+    """:data:`PERCENTILES` of the jobs' sequential-I/O ratio (Figure 7); empty without any."""
     seq = pd.to_numeric(io.get("seq_ratio"), errors="coerce").dropna()
-    out["seq_ratio_percentiles"] = (
-        {str(p): float(np.percentile(seq, p)) for p in PERCENTILES} if len(seq) else {}
-    )
+    return {str(p): float(np.percentile(seq, p)) for p in PERCENTILES} if len(seq) else {}
+
+
+def read_ratio_bins(io: pd.DataFrame) -> dict[str, int]:
+    """Jobs per :data:`READ_BINS` bin of their read ratio (Figure 8)."""
     rr = pd.to_numeric(io.get("read_ratio"), errors="coerce").dropna()
     counts = {b: 0 for b in READ_BINS}
     for r in rr.tolist():
         counts[_read_bin(float(r))] += 1
-    out["read_ratio_bins"] = counts
+    return counts
+
+
+def sharing_patterns(io: pd.DataFrame) -> dict[str, int]:
+    """Jobs of more than one process per file-sharing pattern (Figure 9)."""
     multi = io[io["nprocs"] > 1]
-    out["sharing_patterns"] = {
+    return {
         str(k): int(v) for k, v in multi["pattern"].dropna().value_counts().sort_index().items()
     }
+
+
+def interfaces_by_size(io: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per size class with jobs: ``jobs`` and the share of them using POSIX, MPI-IO independent
+    and MPI-IO collective (Figure 10)."""
     by_size: dict[str, dict[str, Any]] = {}
     for cls in SIZE_ORDER:
         sub = io[io["size_class"] == cls]
@@ -107,8 +140,7 @@ def first_order(jobs: pd.DataFrame, top: int = 10) -> dict[str, Any]:
             "MPI-IO independent": float((iface == "MPI-IO independent").mean()),
             "MPI-IO collective": float((iface == "MPI-IO collective").mean()),
         }
-    out["interfaces_by_size"] = by_size
-    return out
+    return by_size
 
 
 def format_text(stats: dict[str, Any]) -> str:

@@ -17,8 +17,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pipeline.records import Document, LineRef
+from pipeline.reducers.darshan.critical import CriticalFile
 from pipeline.reducers.darshan_job import JobAnalysis
-from pipeline.reducers.io_diagnosis import Diagnosis
+from pipeline.reducers.insights import Insight
+from pipeline.reducers.io_diagnosis import Cause, Diagnosis
 from pipeline.sink.documents import DocContext, doc_id, iso_ms, stream_name
 from pipeline.sink.spool import encode_json
 
@@ -126,9 +128,19 @@ def diagnosis_document(
 ) -> Document:
     """The ``logs-iolens.io_diagnosis`` document of one job; ``@timestamp`` is the job start."""
     a = d.analysis
-    job = a.job
     source = _base(ctx, DIAGNOSIS_DATASET, a.log.start_s, created_ms)
-    body: dict[str, Any] = {
+    source["iolens"] = {"io_diagnosis": _clean(_diagnosis_fields(d))}
+    source["darshan"] = {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}}
+    ident = doc_id(DIAGNOSIS_DATASET, a.log_id)
+    return Document(stream_name("logs", DIAGNOSIS_DATASET, ctx.namespace), ident, source, refs)
+
+
+def _diagnosis_fields(d: Diagnosis) -> dict[str, Any]:
+    """``iolens.io_diagnosis.*``: the job, its bandwidths and times, its first 20 critical
+    files, its factors, slow OSTs, insights and causes."""
+    a = d.analysis
+    job = a.job
+    return {
         "job_id": a.log.jobid,
         "log_id": a.log_id,
         "exe": job.get("exe"),
@@ -144,45 +156,49 @@ def diagnosis_document(
         "end": iso_ms(a.log.end_s * 1000),
         "io_time_s": a.cover.union,
         "span_s": a.cover.span,
-        "critical_files": [
-            _clean(
-                {
-                    "name": cf.name,
-                    "key": cf.key,
-                    "exclusive_s": cf.exclusive_s,
-                    "share": cf.share,
-                    "osts": list(cf.osts),
-                    "nprocs": cf.nprocs,
-                    "stripe_count": cf.stripe_count,
-                    "mount_point": d.placement.get(cf.name, (None, None))[0],
-                    "lun": d.placement.get(cf.name, (None, None))[1],
-                    **{k: v for k, v in cf.factors.items() if v is not None},
-                }
-            )
-            for cf in a.critical[:20]
-        ],
+        "critical_files": [_critical_file_fields(cf, d.placement) for cf in a.critical[:20]],
         "critical_file_count": len(a.critical),
         "factors": _clean(dict(a.factors)),
         "slow_osts": [o.ost for o in a.osts if o.slow],
-        "insights": [
-            _clean({"code": i.code, "level": i.level, "message": i.message, "files": list(i.files)})
-            for i in d.insights
-        ],
-        "causes": [
-            _clean(
-                {
-                    "kind": c.kind,
-                    "message": c.message,
-                    "ost": c.ost,
-                    "files": list(c.files),
-                    "source": c.source,
-                    "lun": c.lun,
-                }
-            )
-            for c in d.causes
-        ],
+        "insights": [_insight_fields(i) for i in d.insights],
+        "causes": [_cause_fields(c) for c in d.causes],
     }
-    source["iolens"] = {"io_diagnosis": _clean(body)}
-    source["darshan"] = {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}}
-    ident = doc_id(DIAGNOSIS_DATASET, a.log_id)
-    return Document(stream_name("logs", DIAGNOSIS_DATASET, ctx.namespace), ident, source, refs)
+
+
+def _critical_file_fields(
+    cf: CriticalFile, placement: Mapping[str, tuple[str, str]]
+) -> dict[str, Any]:
+    """One critical file: its share of the critical path, OSTs, mount point and LUN (where the
+    mount table placed it) and its own factors."""
+    mount, lun = placement.get(cf.name, (None, None))
+    return _clean(
+        {
+            "name": cf.name,
+            "key": cf.key,
+            "exclusive_s": cf.exclusive_s,
+            "share": cf.share,
+            "osts": list(cf.osts),
+            "nprocs": cf.nprocs,
+            "stripe_count": cf.stripe_count,
+            "mount_point": mount,
+            "lun": lun,
+            **{k: v for k, v in cf.factors.items() if v is not None},
+        }
+    )
+
+
+def _insight_fields(i: Insight) -> dict[str, Any]:
+    return _clean({"code": i.code, "level": i.level, "message": i.message, "files": list(i.files)})
+
+
+def _cause_fields(c: Cause) -> dict[str, Any]:
+    return _clean(
+        {
+            "kind": c.kind,
+            "message": c.message,
+            "ost": c.ost,
+            "files": list(c.files),
+            "source": c.source,
+            "lun": c.lun,
+        }
+    )

@@ -57,6 +57,14 @@ def slurm_job_document(
     source["event"]["kind"] = "event"
     if job.user is not None:
         source["user"] = {"name": job.user}
+    source["slurm"] = {"job": _slurm_fields(job)}
+    start_key = f"{job.start_s:.3f}" if job.start_s is not None else None
+    ident = doc_id(SLURM_JOB_DATASET, job.id, start_key)
+    return Document(stream_name("logs", SLURM_JOB_DATASET, ctx.namespace), ident, source, refs)
+
+
+def _slurm_fields(job: SlurmJob) -> dict[str, Any]:
+    """``slurm.job.*`` of one row, the values sacct left empty omitted."""
     fields: dict[str, Any] = {
         "id": job.id,
         "job_id": job.job_id,
@@ -76,10 +84,7 @@ def slurm_job_document(
         "cpus": job.cpus,
         "nodes": list(job.nodes) if job.nodes else None,
     }
-    source["slurm"] = {"job": {k: v for k, v in fields.items() if v is not None}}
-    start_key = f"{job.start_s:.3f}" if job.start_s is not None else None
-    ident = doc_id(SLURM_JOB_DATASET, job.id, start_key)
-    return Document(stream_name("logs", SLURM_JOB_DATASET, ctx.namespace), ident, source, refs)
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def lmt_ost_document(
@@ -101,6 +106,13 @@ def lmt_ost_document(
     """
     source = ctx.base("metrics", LMT_OST_DATASET, iv.start_s * 1000, created_ms)
     source["metricset"] = {"period": round(iv.interval_s * 1000)}
+    source["lmt"] = {"ost": _ost_fields(iv)}
+    ident = doc_id(LMT_OST_DATASET, iv.ost_name, f"{iv.start_s:.3f}")
+    return Document(stream_name("metrics", LMT_OST_DATASET, ctx.namespace), ident, source, refs)
+
+
+def _ost_fields(iv: OstInterval) -> dict[str, Any]:
+    """``lmt.ost.*`` of one interval (``pct_cpu`` only when exported)."""
     ost: dict[str, Any] = {
         "name": iv.ost_name,
         "fs": iv.fs,
@@ -115,6 +127,4 @@ def lmt_ost_document(
     }
     if iv.pct_cpu is not None:
         ost["pct_cpu"] = iv.pct_cpu
-    source["lmt"] = {"ost": ost}
-    ident = doc_id(LMT_OST_DATASET, iv.ost_name, f"{iv.start_s:.3f}")
-    return Document(stream_name("metrics", LMT_OST_DATASET, ctx.namespace), ident, source, refs)
+    return ost
