@@ -63,10 +63,10 @@ def docstring_lines(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    end = body[0].end_lineno or body[0].lineno
-                    covered.update(range(body[0].lineno, end + 1))
+            first = body[0] if body else None
+            value = first.value if isinstance(first, ast.Expr) else None
+            if first and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                covered.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
     return covered
 
 
@@ -118,10 +118,14 @@ def main(argv: list[str]) -> int:
     print(
         f"{root}: {len(sources)} modules, {sum(module_lines.values())} lines, {len(defs)} functions"
     )
-    print(f"  largest module   {max(module_lines.values()):5d} lines  (target <= {MAX_MODULE_LINES})")
-    print(f"  longest function {max(lengths):5d} lines  (target <= {MAX_FUNCTION_LINES})")
-    print(f"  median function  {median:5.1f} lines  (target <= {MAX_MEDIAN})")
-    print(f"  p90 function     {p90:5.1f} lines  (target <= {MAX_P90})")
+    figures = (
+        ("largest module", max(module_lines.values()), MAX_MODULE_LINES),
+        ("longest function", max(lengths), MAX_FUNCTION_LINES),
+        ("median function", median, MAX_MEDIAN),
+        ("p90 function", p90, MAX_P90),
+    )
+    for label, value, target in figures:
+        print(f"  {label:<17} {value:6.1f} lines  (target <= {target})")
     print(f"  repeated runs of {DUPLICATE_RUN}+ lines: {len(dupes)}  (target 0)")
     by_kind: dict[str, list[str]] = defaultdict(list)
     for path, n in sorted(big_modules.items(), key=lambda item: -item[1]):
