@@ -360,10 +360,16 @@ ERROR_KINDS: dict[str, tuple[str, str]] = {
 }
 
 
-def message_text(node: ast.expr) -> str | None:
-    """The text of a message expression, placeholders as ``{expression}``; None if not text."""
+def message_text(node: ast.expr, constants: dict[str, str] | None = None) -> str | None:
+    """The text of a message expression, placeholders as ``{expression}``; None if not text.
+
+    A bare name is read from ``constants`` (the module's string constants), so a message kept
+    in a constant and raised in several places is listed too.
+    """
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
+    if isinstance(node, ast.Name) and constants and node.id in constants:
+        return constants[node.id]
     if isinstance(node, ast.JoinedStr):
         parts = []
         for value in node.values:
@@ -373,7 +379,7 @@ def message_text(node: ast.expr) -> str | None:
                 parts.append("{" + ast.unparse(value.value) + "}")
         return "".join(parts)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
-        left, right = message_text(node.left), message_text(node.right)
+        left, right = message_text(node.left, constants), message_text(node.right, constants)
         if left is not None:
             return left + (right if right is not None else "{...}")
     return None
@@ -389,18 +395,30 @@ def is_log_call(func: ast.expr) -> bool:
     )
 
 
-def call_messages(tree: ast.AST) -> Iterator[tuple[str, str]]:
+def string_constants(tree: ast.Module) -> dict[str, str]:
+    """A module's top-level ``NAME = "text"`` assignments."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            found.update({t.id: value.value for t in targets if isinstance(t, ast.Name)})
+    return found
+
+
+def call_messages(tree: ast.Module) -> Iterator[tuple[str, str]]:
     """(kind, message) for each error raised or logged in a module's syntax tree."""
+    constants = string_constants(tree)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
         if isinstance(node, ast.Call) and isinstance(func, ast.Name) and func.id in ERROR_KINDS:
-            texts = [t for t in map(message_text, node.args) if t is not None]
+            texts = [t for t in (message_text(a, constants) for a in node.args) if t is not None]
             if texts:
                 yield func.id, texts[-1]
         elif is_log_call(func):
-            text = message_text(node.args[0]) if node.args else None
+            text = message_text(node.args[0], constants) if node.args else None
             if text is not None:
                 yield func.attr, re.sub(r"%[-.0-9]*[sdrfg]", "{...}", text)
 

@@ -97,9 +97,7 @@ def row_from_fields(
             f"(from its first line); the line is cut or from another log",
         )
     t, ddir, bs = int(fields[0]), int(fields[1]), int(fields[2])
-    problem = _header_problem(t, ddir, bs, int(fields.max()))
-    if problem is not None:
-        raise ParseError(path, line_no, problem)
+    _check_header(path, line_no, t, ddir, bs, int(fields.max()))
     bins = fields[HEADER_FIELDS:]
     nz = np.flatnonzero(bins)
     counts = bins[nz]
@@ -108,20 +106,19 @@ def row_from_fields(
     return FioHistRow(time_ms=t, ddir=ddir, bs=bs, bin_idx=nz, counts=counts)
 
 
-def _header_problem(t: int, ddir: int, bs: int, largest: int) -> str | None:
-    """What is wrong with a line's time (ms), ddir and block size, or with its ``largest``
-    value; None when nothing is."""
+def _check_header(path: str, line_no: int, t: int, ddir: int, bs: int, largest: int) -> None:
+    """Raise :class:`ParseError` when a line's time (ms), ddir or block size, or its
+    ``largest`` value, is out of what fio writes."""
     if t < 0:
-        return f"negative timestamp {t}"
+        raise ParseError(path, line_no, f"negative timestamp {t}")
     if t > MAX_TIME_MS:
-        return f"timestamp {t} ms is beyond the year 9999"
+        raise ParseError(path, line_no, f"timestamp {t} ms is beyond the year 9999")
     if largest >= MAX_FIELD:
-        return f"a value is out of range (>= 2^53): {largest}"
+        raise ParseError(path, line_no, f"a value is out of range (>= 2^53): {largest}")
     if ddir not in (0, 1, 2):
-        return f"ddir {ddir} is not 0 (read), 1 (write) or 2 (trim)"
+        raise ParseError(path, line_no, f"ddir {ddir} is not 0 (read), 1 (write) or 2 (trim)")
     if bs < 0:
-        return f"negative block size {bs} (fio writes it unsigned)"
-    return None
+        raise ParseError(path, line_no, f"negative block size {bs} (fio writes it unsigned)")
 
 
 def parse_lines(

@@ -187,17 +187,17 @@ def layout_for_bins(
     for c in range(max_coarseness + 1):
         if fine % (1 << c) == 0 and fine >> c == nbins:
             return BinLayout(group_nr=group_nr, coarseness=c, unit=resolved)
-    raise ValueError(_no_layout(nbins, group_nr, accepted))
-
-
-def _no_layout(nbins: int, group_nr: int, accepted: list[int]) -> str:
-    """Why ``nbins`` bins match no layout, with a hint when it is fio < 2.99's us layout."""
-    hint = ""
-    if group_nr != GROUP_NR_US and nbins in [(GROUP_NR_US * PLAT_VAL) >> c for c in range(7)]:
-        hint = (
-            " (the 1216-bin layout of fio < 2.99: set fio.bins: us, or pass --group_nr 19 --usbin)"
-        )
-    return (
+    hint = _us_layout_hint(nbins, group_nr)
+    raise ValueError(
         f"{nbins} histogram bins per record match no fio layout with {group_nr} groups; "
         f"expected one of {accepted}{hint}"
     )
+
+
+def _us_layout_hint(nbins: int, group_nr: int) -> str:
+    """A hint when ``nbins`` is the microsecond layout of fio < 2.99; empty otherwise."""
+    if group_nr != GROUP_NR_US and nbins in [(GROUP_NR_US * PLAT_VAL) >> c for c in range(7)]:
+        return (
+            " (the 1216-bin layout of fio < 2.99: set fio.bins: us, or pass --group_nr 19 --usbin)"
+        )
+    return ""
