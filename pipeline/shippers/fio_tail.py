@@ -17,49 +17,17 @@ from typing import Any
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.fio_hist import detect_layout, is_epoch_ms, row_from_fields, split_fields
-from pipeline.records import DDIR_NAMES, Document, FioHistRow, LineRef
+from pipeline.records import DDIR_NAMES, FioHistRow, LineRef
 from pipeline.reducers.fio_bins import BinLayout, layout_for_bins
 from pipeline.reducers.fio_window import WindowTracker, histogram_stats
 from pipeline.reducers.histogram import LatencyHistogram
 from pipeline.settings import FioSettings
 from pipeline.shippers.hosts import fio_job_for, fio_prefix_for
+from pipeline.shippers.results import BadLine, LineResult
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines, read_gzip_lines
 from pipeline.sink.documents import DocContext, FioSource, RecordFields, histogram_document
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BadLine:
-    """A line that could not be parsed, to be kept in the dead-letter area."""
-
-    ref: LineRef
-    raw: bytes
-    error: ParseError
-
-
-@dataclass(frozen=True)
-class LineResult:
-    """What one line produced: its reference, documents, or a bad-line record.
-
-    Attributes:
-        ref: the line.
-        docs: documents finished at this line (they may refer to earlier lines too).
-        bad: the line could not be parsed.
-    """
-
-    ref: LineRef
-    docs: tuple[Document, ...] = ()
-    bad: BadLine | None = None
-    pending: int | None = None
-    """Acknowledgements the line waits for, when not ``len(docs)``: a line whose sample goes into
-    a document finished later (downsampling) waits for that document."""
-    holds: tuple[int, ...] = ()
-    """End offsets of earlier lines of the file that each wait for one more acknowledgement
-    (the documents finished here derive from them: a request's events)."""
-    releases: tuple[int, ...] = ()
-    """End offsets of earlier lines given one acknowledgement without a document (what held
-    them, such as an open request, let go)."""
 
 
 def last_time_ms(path: str) -> int | None:

@@ -34,7 +34,7 @@ from pipeline.parsers.limits import utc_text
 from pipeline.parsers.sysstat import SadfCsvParser, parse_sadf_csv, parse_sadf_json
 from pipeline.records import DiskSample, Document, LineRef, RestartMark
 from pipeline.reducers.downsample import Downsampler
-from pipeline.shippers.fio_tail import BadLine, LineResult
+from pipeline.shippers.results import BadLine, LineResult
 from pipeline.shippers.sadc import convert_sadc
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines
 from pipeline.sink.documents import DocContext, diskio_document
