@@ -84,14 +84,7 @@ class MainJob:
         shippers = build_shippers(self.shipping, self.registry, self.ctx)
         self.files = FileSet(settings, self.registry, shippers)
         self.delivery = Delivery(self.registry, self.files.find)
-        # The sink owns its retry loop with backoff: no transport-level retries underneath it.
-        self.sink = AsyncSink(
-            client.options(max_retries=0),
-            settings.sink,
-            state,
-            on_ack=self._on_ack,
-            target_bulk_s=settings.service_rate.target_bulk_s,
-        )
+        self.sink = self._sink(client, settings, state)
         self.summary = RunSummary()
         self.health = Health(
             self.sink, settings.service_rate, state, self.ctx, host, clock, self._files_read
@@ -100,12 +93,24 @@ class MainJob:
         self.jobs = ScheduledJobs(
             settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock
         )
-        chunk_bytes = settings.shipper.read_chunk_bytes
-        self.reader = Pump(
-            self.files, self.delivery, self.sink, self.ctx, self.summary, chunk_bytes, clock,
-            self.health.monitor,
-        )  # fmt: skip
+        self.reader = self._reader()
         self.sink.stop = self.reader.stopping
+
+    def _sink(self, client: Client, settings: Settings, state: Path) -> AsyncSink:
+        # The sink owns its retry loop with backoff: no transport-level retries underneath it.
+        return AsyncSink(
+            client.options(max_retries=0),
+            settings.sink,
+            state,
+            on_ack=self._on_ack,
+            target_bulk_s=settings.service_rate.target_bulk_s,
+        )
+
+    def _reader(self) -> Pump:
+        chunk_bytes = self.settings.shipper.read_chunk_bytes
+        monitor = self.health.monitor
+        args = (self.files, self.delivery, self.sink, self.ctx, self.summary)
+        return Pump(*args, chunk_bytes, self.clock, monitor)
 
     @property
     def tails(self) -> dict[str, Tail]:
