@@ -18,6 +18,7 @@ from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.peer_job import PeerJob, load_thresholds
 from pipeline.jobs.summary import RunSummary
 from pipeline.records import Document
+from pipeline.reducers.peer import Thresholds
 from pipeline.settings import ConfigError, Settings
 from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext
@@ -29,6 +30,19 @@ from pipeline.sink.state_store import JobState
 
 def _lease_ttl_s(settings: Settings) -> float:
     return max(120.0, 6 * settings.jobs.tick_s)
+
+
+def _thresholds(settings: Settings) -> tuple[Path, Thresholds | None]:
+    """The peer thresholds file and what it holds (None: not trained yet).
+
+    Raises:
+        ConfigError: it is not a thresholds file.
+    """
+    path = Path(settings.peer.thresholds_file or Path(settings.state_dir) / "thresholds.json")
+    try:
+        return path, load_thresholds(path)
+    except (ValueError, KeyError) as err:
+        raise ConfigError(f"{path}: not a thresholds file ({err}); run iolens train") from None
 
 
 class ScheduledJobs:
@@ -83,11 +97,7 @@ class ScheduledJobs:
         ctx: DocContext,
         clock: Callable[[], float],
     ) -> PeerJob:
-        path = Path(settings.peer.thresholds_file or Path(settings.state_dir) / "thresholds.json")
-        try:
-            thresholds = load_thresholds(path)
-        except (ValueError, KeyError) as err:
-            raise ConfigError(f"{path}: not a thresholds file ({err}); run iolens train") from None
+        path, thresholds = _thresholds(settings)
         name = f"peer.{settings.elasticsearch.namespace}"
         self.lease = Lease(client, name, ttl_s=_lease_ttl_s(settings), clock=clock)
         store = JobState(client, name, clock=clock)

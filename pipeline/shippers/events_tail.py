@@ -165,32 +165,38 @@ class EventsTail:
         Each event line waits for one acknowledgement of its own (its hold, given back through
         a later result's ``releases``).
         """
-        assert self._parser is not None and self._queue is not None
         for raw, end in zip(chunk.lines, chunk.end_offsets, strict=True):
             self.line_no += 1
             self.offset = end
-            ref = LineRef(self.key, self.path, self.line_no, end)
-            if not raw.strip():
-                self.snapshots[end] = self.cursor()
-                yield LineResult(ref)
-                continue
-            try:
-                e = parse_event_line(raw, self.path, self.line_no)
-            except ParseError as err:
-                self.snapshots[end] = self.cursor()
-                yield LineResult(ref, bad=BadLine(ref, raw, err))
-                continue
-            self._clock(e, chunk)
-            self._ends[self.line_no] = end
-            requests: list[Request] = []
-            for ev in self._queue.push(e):
-                requests += self._parser.feed(ev)
-                self._holds.drop(ev.line_no)
-            out = self._settle(requests, ctx, created_ms)
-            self.snapshots[end] = self.cursor()
-            yield LineResult(ref, out.docs, pending=1, holds=out.holds, releases=out.releases)
+            yield self._line(
+                raw, LineRef(self.key, self.path, self.line_no, end), chunk, ctx, created_ms
+            )
         if chunk.lines:
             self.offset = chunk.next_offset
+
+    def _line(
+        self, raw: bytes, ref: LineRef, chunk: TailChunk, ctx: DocContext, created_ms: float
+    ) -> LineResult:
+        """One event line: what the requests it finished produced, or a bad line."""
+        assert self._parser is not None and self._queue is not None
+        end = ref.end_offset
+        if not raw.strip():
+            self.snapshots[end] = self.cursor()
+            return LineResult(ref)
+        try:
+            e = parse_event_line(raw, self.path, self.line_no)
+        except ParseError as err:
+            self.snapshots[end] = self.cursor()
+            return LineResult(ref, bad=BadLine(ref, raw, err))
+        self._clock(e, chunk)
+        self._ends[self.line_no] = end
+        requests: list[Request] = []
+        for ev in self._queue.push(e):
+            requests += self._parser.feed(ev)
+            self._holds.drop(ev.line_no)
+        out = self._settle(requests, ctx, created_ms)
+        self.snapshots[end] = self.cursor()
+        return LineResult(ref, out.docs, pending=1, holds=out.holds, releases=out.releases)
 
     def idle(self, now_s: float, ctx: DocContext, *, final: bool = False) -> Released:
         """Let go of what a quiet file holds (see the module docstring).

@@ -145,30 +145,33 @@ class FioTail:
             line_start, self.offset = start, end
             start = end
             ref = LineRef(self.key, self.path, self.line_no, end)
-            if not raw.strip():
-                self.snapshots[end] = self.cursor() or ""
-                yield LineResult(ref)
-                continue
-            if self.layout is None:
-                self.layout = self._layout_for(raw, self.line_no)
-            try:
-                fields = split_fields(raw, self.path, self.line_no)
-                row = row_from_fields(fields, self.layout, self.path, self.line_no)
-            except ParseError as err:
-                self.snapshots[end] = self.cursor() or ""
-                yield LineResult(ref, bad=BadLine(ref, raw, err))
-                continue
-            if self.tracker is None:
-                epoch = is_epoch_ms(row.time_ms)
-                offset = self.fio.host_offsets_ms.get(self.source.host, 0)
-                origin = offset if epoch else self.origin_ms
-                self.tracker = WindowTracker(self.fio.interval_ms, origin, epoch)
-            doc = histogram_document(
-                ctx, self.source, self._fields(row), ref, line_start, created_ms
-            )
-            self.snapshots[end] = self.cursor() or ""
-            yield LineResult(ref, (doc,))
+            yield self._line(raw, ref, line_start, ctx, created_ms)
         self.offset = chunk.next_offset if chunk.lines else self.offset
+
+    def _line(
+        self, raw: bytes, ref: LineRef, line_start: int, ctx: DocContext, created_ms: float
+    ) -> LineResult:
+        """One line (starting at byte ``line_start``): its document, or a bad line."""
+        end = ref.end_offset
+        if not raw.strip():
+            self.snapshots[end] = self.cursor() or ""
+            return LineResult(ref)
+        if self.layout is None:
+            self.layout = self._layout_for(raw, self.line_no)
+        try:
+            fields = split_fields(raw, self.path, self.line_no)
+            row = row_from_fields(fields, self.layout, self.path, self.line_no)
+        except ParseError as err:
+            self.snapshots[end] = self.cursor() or ""
+            return LineResult(ref, bad=BadLine(ref, raw, err))
+        if self.tracker is None:
+            epoch = is_epoch_ms(row.time_ms)
+            offset = self.fio.host_offsets_ms.get(self.source.host, 0)
+            origin = offset if epoch else self.origin_ms
+            self.tracker = WindowTracker(self.fio.interval_ms, origin, epoch)
+        doc = histogram_document(ctx, self.source, self._fields(row), ref, line_start, created_ms)
+        self.snapshots[end] = self.cursor() or ""
+        return LineResult(ref, (doc,))
 
     def _fields(self, row: FioHistRow) -> RecordFields:
         assert self.layout is not None and self.tracker is not None

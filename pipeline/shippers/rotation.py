@@ -104,6 +104,15 @@ def _unfinished_by_dir(
     return by_dir
 
 
+def _files_by_inode(directory: Path) -> dict[int, str]:
+    """Inode -> path of the regular files in ``directory`` (none when it cannot be listed)."""
+    try:
+        with os.scandir(directory) as entries:
+            return {e.inode(): e.path for e in entries if e.is_file()}
+    except OSError:
+        return {}
+
+
 def renamed_while_away(
     registry: Registry,
     drops: Iterable[DropSettings],
@@ -122,11 +131,7 @@ def renamed_while_away(
     """
     found: list[tuple[Path, DropSettings]] = []
     for directory, states in _unfinished_by_dir(registry, drops).items():
-        try:
-            with os.scandir(directory) as entries:
-                inodes = {e.inode(): e.path for e in entries if e.is_file()}
-        except OSError:
-            continue
+        inodes = _files_by_inode(directory)
         for st, drop in states:
             new = inodes.get(int(st.key.split(":")[1]))
             if new is None or new in scanned:
