@@ -173,7 +173,7 @@ Evidence = Callable[[JobAnalysis], dict[str, Any]]
 
 @dataclass
 class DarshanTail:
-    """Read state of one Darshan log (the Tail protocol of the main job).
+    """Read state of one Darshan log (a :class:`~pipeline.shippers.formats.base.Tail`).
 
     Attributes:
         key: registry key; path: current path.

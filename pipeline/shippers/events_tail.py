@@ -68,7 +68,7 @@ EPOCH_NS_MIN = 10**18
 
 @dataclass
 class EventsTail:
-    """Read state of one event log (the Tail protocol of the main job).
+    """Read state of one event log (a :class:`~pipeline.shippers.formats.base.Tail`).
 
     Attributes:
         key: registry key; path: current path.

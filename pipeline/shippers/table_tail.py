@@ -37,7 +37,7 @@ TableKind = Literal["slurm", "lmt"]
 
 @dataclass
 class TableTail:
-    """Read state of one Slurm or LMT file (the Tail protocol of the main job).
+    """Read state of one Slurm or LMT file (a :class:`~pipeline.shippers.formats.base.Tail`).
 
     Attributes:
         key: registry key; path: current path.
