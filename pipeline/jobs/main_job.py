@@ -108,9 +108,9 @@ class MainJob:
 
     def _reader(self) -> Pump:
         chunk_bytes = self.settings.shipper.read_chunk_bytes
-        monitor = self.health.monitor
+        health = self.health
         args = (self.files, self.delivery, self.sink, self.ctx, self.summary)
-        return Pump(*args, chunk_bytes, self.clock, monitor)
+        return Pump(*args, chunk_bytes, self.clock, health.monitor, health.ship_rates)
 
     @property
     def tails(self) -> dict[str, Tail]:

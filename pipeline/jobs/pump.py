@@ -59,6 +59,8 @@ class Pump:
         read_chunk_bytes: read budget per chunk (``shipper.read_chunk_bytes``).
         clock: wall-clock seconds.
         monitor: the service-rate monitor (read and parse times), if enabled.
+        after_chunk: called after each chunk shipped (the service-rate documents the monitor
+            made meanwhile are sent).
     """
 
     def __init__(
@@ -71,10 +73,12 @@ class Pump:
         read_chunk_bytes: int,
         clock: Callable[[], float],
         monitor: ServiceMonitor | None,
+        after_chunk: Callable[[], None],
     ) -> None:
         self.files, self.delivery, self.sink = files, delivery, sink
         self.doc_ctx, self.summary = doc_ctx, summary
         self.read_chunk_bytes, self.clock, self.monitor = read_chunk_bytes, clock, monitor
+        self.after_chunk = after_chunk
         self.stopping = threading.Event()
         """Set: reading stops between chunks (the rest is read next time)."""
         self.read_keys: set[str] = set()
@@ -158,6 +162,7 @@ class Pump:
             if self.sink.refusing():  # the rest of the chunk is read again next time
                 break
         self.sink.poll()
+        self.after_chunk()
 
     def _line(self, key: str, res: LineResult) -> None:
         """One line's result: its bad line kept, its documents added, the line tracked."""
