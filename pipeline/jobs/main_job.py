@@ -80,9 +80,10 @@ class MainJob:
         self.registry = Registry(state / "registry.sqlite")
         self.ctx = DocContext(namespace=settings.elasticsearch.namespace)
         host = socket.gethostname()
-        self.shipping = ShipContext(settings, state, host, clock, self._darshan_evidence)
-        shippers = build_shippers(self.shipping, self.registry, self.ctx)
-        self.files = FileSet(settings, self.registry, shippers)
+        self.shipping = ShipContext(
+            settings, state, host, clock, self._darshan_evidence, self.registry, self.ctx
+        )
+        self.files = FileSet(settings, self.registry, build_shippers(self.shipping))
         self.delivery = Delivery(self.registry, self.files.find)
         self.sink = self._sink(client, settings, state)
         self.summary = RunSummary()

@@ -1,11 +1,14 @@
 """One shipper per drop format, behind one interface (:class:`~.base.Shipper`).
 
-``drops[].type`` names the format; :func:`build_shippers` makes one shipper of each. Adding a
-format: a module here with a :class:`~.base.Shipper` subclass (and its tail), and a line in
-:func:`build_shippers`.
+``drops[].type`` names the format; :data:`SHIPPERS` maps it to the shipper's class, made once per
+job by :func:`build_shippers`. Adding a format: a module here with a :class:`~.base.Shipper`
+subclass (and its tail), and its entry in :data:`SHIPPERS` (and in
+:data:`pipeline.settings.DropType`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from pipeline.shippers.formats.base import ShipContext, Shipper
 from pipeline.shippers.formats.darshan import DarshanShipper
@@ -13,19 +16,19 @@ from pipeline.shippers.formats.events import EventsShipper
 from pipeline.shippers.formats.fio import FioShipper
 from pipeline.shippers.formats.sysstat import SadcShipper, SadfShipper
 from pipeline.shippers.formats.table import LmtShipper, SlurmShipper
-from pipeline.shippers.registry import Registry
-from pipeline.sink.documents import DocContext
+
+SHIPPERS: dict[str, Callable[[ShipContext], Shipper]] = {
+    "fio-hist": FioShipper,
+    "sadf": SadfShipper,
+    "sadc": SadcShipper,
+    "darshan": DarshanShipper,
+    "slurm": SlurmShipper,
+    "lmt": LmtShipper,
+    "events": EventsShipper,
+}
+"""Drop type -> shipper factory, in the order their idle work runs."""
 
 
-def build_shippers(ctx: ShipContext, registry: Registry, doc_ctx: DocContext) -> dict[str, Shipper]:
-    """The shipper of every drop type (``drops[].type`` -> shipper), in the order their idle
-    work runs."""
-    return {
-        "fio-hist": FioShipper(ctx, registry),
-        "sadf": SadfShipper(ctx),
-        "sadc": SadcShipper(ctx),
-        "darshan": DarshanShipper(ctx),
-        "slurm": SlurmShipper(ctx),
-        "lmt": LmtShipper(ctx),
-        "events": EventsShipper(ctx, doc_ctx),
-    }
+def build_shippers(ctx: ShipContext) -> dict[str, Shipper]:
+    """The shipper of every drop type (``drops[].type`` -> shipper)."""
+    return {kind: make(ctx) for kind, make in SHIPPERS.items()}

@@ -76,6 +76,8 @@ class ShipContext:
         hostname: ``host.name`` of files whose name and drop give none.
         clock: wall-clock seconds.
         evidence: server-side evidence for a low-bandwidth Darshan job's diagnosis.
+        registry: what was read of each file.
+        doc_ctx: the documents' namespace (documents made without new lines).
         once: whole-file inputs are complete as found (``iolens run --once``): no wait for them
             to be stable. Read when a file is opened.
     """
@@ -85,6 +87,8 @@ class ShipContext:
     hostname: str
     clock: Callable[[], float]
     evidence: Callable[[JobAnalysis], dict[str, Any]]
+    registry: Registry
+    doc_ctx: DocContext
     once: bool = False
 
 

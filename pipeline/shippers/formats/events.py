@@ -23,12 +23,11 @@ class EventsShipper(Shipper):
 
     Args:
         ctx: what the job gives its shippers.
-        doc_ctx: the documents' namespace (for the documents of quiet files and models).
     """
 
-    def __init__(self, ctx: ShipContext, doc_ctx: DocContext) -> None:
+    def __init__(self, ctx: ShipContext) -> None:
         super().__init__(ctx)
-        self.doc_ctx = doc_ctx
+        self.doc_ctx = ctx.doc_ctx
         self._models: dict[str, tuple[EventSchema, WorkloadModel]] = {}
 
     def model_for(self, drop: DropSettings) -> tuple[EventSchema, WorkloadModel]:

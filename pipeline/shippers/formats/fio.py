@@ -15,7 +15,6 @@ from pathlib import Path
 from pipeline.shippers.fio_tail import FioTail, fio_path_parts, last_time_ms
 from pipeline.shippers.formats.base import NewFile, ShipContext, Shipper, Tail
 from pipeline.shippers.hosts import host_for
-from pipeline.shippers.registry import Registry
 from pipeline.sink.documents import FioSource
 
 log = logging.getLogger(__name__)
@@ -28,14 +27,14 @@ class FioShipper(Shipper):
     """fio histogram logs, tailed line by line.
 
     Args:
-        ctx: what the job gives its shippers.
-        registry: the registry, whose files' anchors are known run starts.
+        ctx: what the job gives its shippers; the anchors of the registry's files are known
+            run starts.
     """
 
-    def __init__(self, ctx: ShipContext, registry: Registry) -> None:
+    def __init__(self, ctx: ShipContext) -> None:
         super().__init__(ctx)
         self._anchors: dict[str, list[int]] = {}
-        for st in registry.all():
+        for st in ctx.registry.all():
             if st.anchor_ms is not None and st.cursor:
                 host = json.loads(st.cursor).get("host")
                 if host:
