@@ -79,6 +79,12 @@ def run(args: argparse.Namespace) -> int:
         sadc=args.sadc,
         rollover=args.rollover,
     )
+    return _run_until_signalled(daemon, stop)
+
+
+def _run_until_signalled(daemon: CycleDaemon, stop: threading.Event) -> int:
+    """Run ``daemon`` in a worker thread while SIGTERM and SIGINT set ``stop``; its result
+    (1 when it gave none), or what it raised, raised here."""
     outcome: list[int | Exception] = []
 
     def work() -> None:

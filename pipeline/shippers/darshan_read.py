@@ -87,13 +87,7 @@ def _read(backend: Any, log: Any, name: str) -> DarshanLog:
     raises :class:`ParseError`. The name records come last: when darshan-util cannot read
     them it closes the handle (``darshan_log_get_name_records``), so nothing may use it after.
     """
-    ffi, lib = backend.ffi, backend.libdutil
-    if lib.darshan_log_get_job(log["handle"], ffi.new("struct darshan_job *")) < 0:
-        raise ParseError(name, 0, "the Darshan log's job record is damaged")
-    meta = backend.log_get_job(log)
-    exe = ffi.new("char[]", 4096)
-    if lib.darshan_log_get_exe(log["handle"], exe) < 0:
-        raise ParseError(name, 0, "the Darshan log's command line is damaged")
+    meta, exe = _job(backend, log, name)
     modules: dict[str, Any] = backend.log_get_modules(log)
     tables: dict[str, ModuleTable] = {}
     for mod in DATA_MODULES:
@@ -102,12 +96,7 @@ def _read(backend: Any, log: Any, name: str) -> DarshanLog:
     layouts = _lustre(backend, log, modules["LUSTRE"]["idx"], name) if "LUSTRE" in modules else {}
     ids = {int(i) for t in tables.values() for i in t.ids.tolist()}
     names = {i: n for i, n in _names(backend, log, name).items() if i in ids}
-    start = meta["start_time_sec"] + meta.get("start_time_nsec", 0) / 1e9
-    end = meta["end_time_sec"] + meta.get("end_time_nsec", 0) / 1e9
-    for what, t in (("start", start), ("end", end)):
-        problem = epoch_problem(float(t))
-        if problem is not None:
-            raise ParseError(name, 0, f"the job's {what} time ({t:g} s) is {problem}")
+    start, end = _job_times(meta, name)
     extra = meta.get("metadata", {}) or {}
     return DarshanLog(
         path=name,
@@ -118,7 +107,7 @@ def _read(backend: Any, log: Any, name: str) -> DarshanLog:
         start_s=float(start),
         end_s=float(end),
         run_time_s=float(meta["run_time"]),
-        exe=ffi.string(exe).decode("utf-8", "replace").strip(),
+        exe=exe,
         lib_ver=str(extra.get("lib_ver", "")),
         hints=str(extra.get("h", "")),
         modules={m: len(tables[m]) if m in tables else 0 for m in modules}
@@ -128,6 +117,37 @@ def _read(backend: Any, log: Any, name: str) -> DarshanLog:
         names=names,
         layouts=layouts,
     )
+
+
+def _job(backend: Any, log: Any, name: str) -> tuple[dict[str, Any], str]:
+    """The job record (pydarshan's ``log_get_job`` dict) and the command line.
+
+    Raises:
+        ParseError: either is damaged.
+    """
+    ffi, lib = backend.ffi, backend.libdutil
+    if lib.darshan_log_get_job(log["handle"], ffi.new("struct darshan_job *")) < 0:
+        raise ParseError(name, 0, "the Darshan log's job record is damaged")
+    meta: dict[str, Any] = backend.log_get_job(log)
+    exe = ffi.new("char[]", 4096)
+    if lib.darshan_log_get_exe(log["handle"], exe) < 0:
+        raise ParseError(name, 0, "the Darshan log's command line is damaged")
+    return meta, ffi.string(exe).decode("utf-8", "replace").strip()
+
+
+def _job_times(meta: dict[str, Any], name: str) -> tuple[float, float]:
+    """The job's start and end, epoch seconds.
+
+    Raises:
+        ParseError: either lies outside 1970-9999 (:func:`~pipeline.parsers.limits.epoch_problem`).
+    """
+    start = meta["start_time_sec"] + meta.get("start_time_nsec", 0) / 1e9
+    end = meta["end_time_sec"] + meta.get("end_time_nsec", 0) / 1e9
+    for what, t in (("start", start), ("end", end)):
+        problem = epoch_problem(float(t))
+        if problem is not None:
+            raise ParseError(name, 0, f"the job's {what} time ({t:g} s) is {problem}")
+    return start, end
 
 
 STRUCTS = {
@@ -149,24 +169,51 @@ def _module(backend: Any, log: Any, mod: str, idx: int, name: str) -> ModuleTabl
         ParseError: darshan-util reports an error (a damaged or cut module region) rather
             than the end of the records.
     """
-    ffi, lib = backend.ffi, backend.libdutil
     cnames = tuple(backend.counter_names(mod))
     fnames = tuple(backend.fcounter_names(mod))
-    struct = STRUCTS[mod]
+    layout = _record_dtype(backend, mod, len(cnames), len(fnames))
+    recs = np.frombuffer(_records(backend, log, mod, idx, name, layout.itemsize), dtype=layout)
+    return ModuleTable(
+        mod,
+        recs["id"].copy(),
+        recs["rank"].copy(),
+        recs["counters"].copy(),
+        recs["fcounters"].copy(),
+        cnames,
+        fnames,
+    )
+
+
+def _record_dtype(backend: Any, mod: str, counters: int, fcounters: int) -> np.dtype[Any]:
+    """The numpy view of one record of ``mod``.
+
+    Raises:
+        ConfigError: the installed darshan-util's record has another size.
+    """
     layout = np.dtype(
         [
             ("id", "<u8"),
             ("rank", "<i8"),
-            ("counters", "<i8", (len(cnames),)),
-            ("fcounters", "<f8", (len(fnames),)),
+            ("counters", "<i8", (counters,)),
+            ("fcounters", "<f8", (fcounters,)),
         ]
     )
-    size = ffi.sizeof(struct.rstrip(" *"))
+    size = backend.ffi.sizeof(STRUCTS[mod].rstrip(" *"))
     if layout.itemsize != size:
         raise ConfigError(
             f"this darshan package's {mod} record is {size} bytes, not the {layout.itemsize} "
             "iolens reads: install darshan 3.5"
         )
+    return layout
+
+
+def _records(backend: Any, log: Any, mod: str, idx: int, name: str, size: int) -> bytes:
+    """The bytes of every record of module ``idx``, ``size`` bytes each.
+
+    Raises:
+        ParseError: darshan-util reports an error rather than the end of the records.
+    """
+    ffi, lib = backend.ffi, backend.libdutil
     buf = ffi.new("void **")
     get, raw, handle = lib.darshan_log_get_record, ffi.buffer, log["handle"]
     chunks: list[bytes] = []
@@ -178,16 +225,7 @@ def _module(backend: Any, log: Any, mod: str, idx: int, name: str) -> ModuleTabl
             lib.darshan_free(buf[0])
     if got < 0:
         raise ParseError(name, 0, f"the Darshan log's {mod} records are damaged or cut")
-    recs = np.frombuffer(b"".join(chunks), dtype=layout)
-    return ModuleTable(
-        mod,
-        recs["id"].copy(),
-        recs["rank"].copy(),
-        recs["counters"].copy(),
-        recs["fcounters"].copy(),
-        cnames,
-        fnames,
-    )
+    return b"".join(chunks)
 
 
 _LUSTRE_HEAD = np.dtype(
@@ -207,12 +245,39 @@ def _lustre(backend: Any, log: Any, idx: int, name: str) -> dict[int, Layout]:
     Per record only bytes are copied (the fixed start, the first component's two counters,
     the OST ids); the layouts are then made from three arrays: the OSTs of each record sorted
     and deduplicated in one ``lexsort``.
+
+    Raises:
+        ConfigError: the installed darshan-util's Lustre record is another one.
+        ParseError: as :func:`_lustre_bytes`.
     """
-    ffi, lib = backend.ffi, backend.libdutil
-    if ffi.offsetof("struct darshan_lustre_record", "num_stripes") != 24:
+    if backend.ffi.offsetof("struct darshan_lustre_record", "num_stripes") != 24:
         raise ConfigError(
             "this darshan package's Lustre record is not the one iolens reads: install darshan 3.5"
         )
+    heads, comps, osts = _lustre_bytes(backend, log, idx, name)
+    head = np.frombuffer(heads, dtype=_LUSTRE_HEAD)
+    first = np.frombuffer(comps, dtype="<i8").reshape(-1, 2).clip(0)
+    ost, owner = _record_osts(np.frombuffer(osts, dtype="<i8"), head["num_stripes"])
+    ends = np.cumsum(np.bincount(owner, minlength=len(head))).tolist()
+    flat = ost.tolist()
+    out: dict[int, Layout] = {}
+    at = 0
+    for rid, size, count, end in zip(
+        head["id"].tolist(), first[:, 0].tolist(), first[:, 1].tolist(), ends, strict=True
+    ):
+        out[rid] = Layout(size, count, tuple(flat[at:end]))
+        at = end
+    return out
+
+
+def _lustre_bytes(backend: Any, log: Any, idx: int, name: str) -> tuple[bytes, bytes, bytes]:
+    """Of every Lustre record: its fixed start, its first component's two counters (zeros
+    without one), its OST ids; each kind concatenated.
+
+    Raises:
+        ParseError: darshan-util reports an error rather than the end of the records.
+    """
+    ffi, lib = backend.ffi, backend.libdutil
     buf = ffi.new("void **")
     typed = ffi.cast("struct darshan_lustre_record **", buf)
     get, raw, free, null, handle = (
@@ -236,27 +301,20 @@ def _lustre(backend: Any, log: Any, idx: int, name: str) -> dict[int, Layout]:
         buf[0] = null
     if got < 0:
         raise ParseError(name, 0, "the Darshan log's LUSTRE records are damaged or cut")
-    head = np.frombuffer(b"".join(heads), dtype=_LUSTRE_HEAD)
-    first = np.frombuffer(b"".join(comps), dtype="<i8").reshape(-1, 2).clip(0)
-    ost = np.frombuffer(b"".join(osts), dtype="<i8")
-    owner = np.repeat(np.arange(len(head)), head["num_stripes"].clip(0))
+    return b"".join(heads), b"".join(comps), b"".join(osts)
+
+
+def _record_osts(ost: np.ndarray[Any, Any], stripes: np.ndarray[Any, Any]) -> tuple[Any, Any]:
+    """The OST ids of all records (``stripes`` of record ``i`` belong to it) without negative
+    ones, sorted and deduplicated per record: ``(ost, owner)``, owner ascending."""
+    owner = np.repeat(np.arange(len(stripes)), stripes.clip(0))
     keep = ost >= 0
     ost, owner = ost[keep], owner[keep]
     order = np.lexsort((ost, owner))
     ost, owner = ost[order], owner[order]
     new = np.ones(len(ost), dtype=bool)
     new[1:] = (ost[1:] != ost[:-1]) | (owner[1:] != owner[:-1])
-    ost, owner = ost[new], owner[new]
-    ends = np.cumsum(np.bincount(owner, minlength=len(head))).tolist()
-    flat = ost.tolist()
-    out: dict[int, Layout] = {}
-    at = 0
-    for rid, size, count, end in zip(
-        head["id"].tolist(), first[:, 0].tolist(), first[:, 1].tolist(), ends, strict=True
-    ):
-        out[rid] = Layout(size, count, tuple(flat[at:end]))
-        at = end
-    return out
+    return ost[new], owner[new]
 
 
 def _names(backend: Any, log: Any, name: str) -> dict[int, str]:

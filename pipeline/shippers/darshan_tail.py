@@ -32,7 +32,7 @@ from pipeline.records import Document, LineRef
 from pipeline.reducers.darshan_job import JobAnalysis, analyze
 from pipeline.reducers.io_diagnosis import Diagnosis, Thresholds, diagnose, low_bandwidth
 from pipeline.shippers.darshan_read import read_darshan
-from pipeline.shippers.fio_tail import LineResult
+from pipeline.shippers.results import LineResult
 from pipeline.shippers.tailer import TailChunk
 from pipeline.sink.darshan_documents import diagnosis_document, file_documents, job_document
 from pipeline.sink.documents import DocContext
@@ -173,7 +173,7 @@ Evidence = Callable[[JobAnalysis], dict[str, Any]]
 
 @dataclass
 class DarshanTail:
-    """Read state of one Darshan log (the Tail protocol of the main job).
+    """Read state of one Darshan log (a :class:`~pipeline.shippers.formats.base.Tail`).
 
     Attributes:
         key: registry key; path: current path.

@@ -35,7 +35,6 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import orjson
 
@@ -43,8 +42,7 @@ from pipeline.parsers.errors import ParseError
 from pipeline.parsers.event_schema import EventSchema
 from pipeline.parsers.events import Event, parse_event_line
 from pipeline.records import Document, LineRef
-from pipeline.reducers.canonical import Canonical, canonical
-from pipeline.reducers.request_cluster import Assignment, Clusterer
+from pipeline.reducers.canonical import canonical
 from pipeline.reducers.request_join import (
     LineHolds,
     ParserStats,
@@ -52,13 +50,12 @@ from pipeline.reducers.request_join import (
     Request,
     RequestParser,
 )
-from pipeline.settings import RequestsSettings
-from pipeline.shippers.fio_tail import BadLine, LineResult
+from pipeline.shippers.results import NOTHING, BadLine, LineResult, Released
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines, read_gzip_lines
+from pipeline.shippers.workload_model import WorkloadModel
 from pipeline.sink.documents import DocContext
 from pipeline.sink.request_documents import (
     CLOCK_EVENT,
-    model_documents,
     request_document,
     request_id,
 )
@@ -68,121 +65,10 @@ log = logging.getLogger(__name__)
 EPOCH_NS_MIN = 10**18
 """A ``ts`` at least this large (September 2001 in ns since the epoch) is wall-clock time."""
 
-RECENT_IDS = 1 << 16
-"""Request ids a model remembers, so a request read again after a restart is not counted
-twice (the replay after a crash is bounded by the schema's timeout)."""
-
-
-@dataclass(frozen=True)
-class Released:
-    """What a quiet file let go of: finished requests' documents, and line settlements.
-
-    Attributes:
-        docs: documents of the requests flushed.
-        holds: end offsets of lines that now wait for one more acknowledgement (one per line a
-            document derives from).
-        releases: end offsets of lines the parser no longer needs.
-    """
-
-    docs: tuple[Document, ...] = ()
-    holds: tuple[int, ...] = ()
-    releases: tuple[int, ...] = ()
-
-
-NOTHING = Released()
-
-
-class WorkloadModel:
-    """The workload model of one events drop (seed 002, section 5), kept across runs.
-
-    Requests are placed incrementally (:class:`pipeline.reducers.request_cluster.Clusterer`);
-    the model (clusters with their representatives and counters) is saved as JSON at
-    ``path`` with every snapshot and when the shipper stops, and continued on the next start.
-
-    Args:
-        name: the model's name (the schema file's stem): ``iolens.*.model`` in documents.
-        path: where the model is kept.
-        settings: threshold and snapshot period.
-
-    Raises:
-        ValueError: the file at ``path`` exists but is not a saved model.
-    """
-
-    def __init__(self, name: str, path: Path, settings: RequestsSettings) -> None:
-        self.name, self.path, self.settings = name, path, settings
-        self.clusterer = Clusterer(settings.threshold)
-        self.measured: dict[str, float] = {}
-        self.recent: dict[str, None] = {}
-        self.changed = False
-        self.last_snapshot_s: float | None = None
-        if path.exists():
-            try:
-                state = json.loads(path.read_text(encoding="utf-8"))
-                self.clusterer = Clusterer.from_state(state["clusterer"])
-                self.measured = {str(k): float(v) for k, v in state["measured"].items()}
-                self.recent = dict.fromkeys(state["recent"])
-            except (OSError, ValueError, KeyError, TypeError) as err:
-                raise ValueError(f"{path}: not a saved workload model ({err})") from None
-            if self.clusterer.threshold != settings.threshold:
-                log.warning(
-                    "%s was built with threshold %g; requests.threshold %g applies to new "
-                    "clusters only",
-                    path,
-                    self.clusterer.threshold,
-                    settings.threshold,
-                )
-                self.clusterer.threshold = settings.threshold
-
-    def place(self, request_id: str, form: Canonical) -> tuple[Assignment, bool]:
-        """Add one request (canonical form) unless its id was placed already; its cluster,
-        distance and outlier flag."""
-        if request_id in self.recent:
-            a = self.clusterer.nearest(form)
-            return a, self.clusterer.is_outlier(a.cluster, a.distance)
-        a = self.clusterer.add(form)
-        for k, v in form.resources.items():
-            self.measured[k] = self.measured.get(k, 0.0) + v
-        self.recent[request_id] = None
-        if len(self.recent) > RECENT_IDS:
-            del self.recent[next(iter(self.recent))]
-        self.changed = True
-        return a, self.clusterer.is_outlier(a.cluster, a.distance)
-
-    def due(self, now_s: float) -> bool:
-        """Whether a snapshot is due: requests were placed since the last one, and
-        ``snapshot_s`` has passed (the first one is due at once)."""
-        if not self.changed:
-            return False
-        last = self.last_snapshot_s
-        return last is None or now_s - last >= self.settings.snapshot_s
-
-    def snapshot(self, ctx: DocContext, host: str, now_s: float) -> list[Document]:
-        """The model's documents now (one per cluster), and the model saved."""
-        self.last_snapshot_s = now_s
-        self.changed = False
-        self.save()
-        return list(
-            model_documents(
-                ctx, host, self.clusterer, self.measured, now_s * 1000, now_s * 1000, self.name
-            )
-        )
-
-    def save(self) -> None:
-        """Write the model to ``path`` (atomically: a temporary file renamed over it)."""
-        state = {
-            "clusterer": self.clusterer.state(),
-            "measured": self.measured,
-            "recent": list(self.recent),
-        }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, self.path)
-
 
 @dataclass
 class EventsTail:
-    """Read state of one event log (the Tail protocol of the main job).
+    """Read state of one event log (a :class:`~pipeline.shippers.formats.base.Tail`).
 
     Attributes:
         key: registry key; path: current path.
@@ -279,32 +165,38 @@ class EventsTail:
         Each event line waits for one acknowledgement of its own (its hold, given back through
         a later result's ``releases``).
         """
-        assert self._parser is not None and self._queue is not None
         for raw, end in zip(chunk.lines, chunk.end_offsets, strict=True):
             self.line_no += 1
             self.offset = end
-            ref = LineRef(self.key, self.path, self.line_no, end)
-            if not raw.strip():
-                self.snapshots[end] = self.cursor()
-                yield LineResult(ref)
-                continue
-            try:
-                e = parse_event_line(raw, self.path, self.line_no)
-            except ParseError as err:
-                self.snapshots[end] = self.cursor()
-                yield LineResult(ref, bad=BadLine(ref, raw, err))
-                continue
-            self._clock(e, chunk)
-            self._ends[self.line_no] = end
-            requests: list[Request] = []
-            for ev in self._queue.push(e):
-                requests += self._parser.feed(ev)
-                self._holds.drop(ev.line_no)
-            out = self._settle(requests, ctx, created_ms)
-            self.snapshots[end] = self.cursor()
-            yield LineResult(ref, out.docs, pending=1, holds=out.holds, releases=out.releases)
+            yield self._line(
+                raw, LineRef(self.key, self.path, self.line_no, end), chunk, ctx, created_ms
+            )
         if chunk.lines:
             self.offset = chunk.next_offset
+
+    def _line(
+        self, raw: bytes, ref: LineRef, chunk: TailChunk, ctx: DocContext, created_ms: float
+    ) -> LineResult:
+        """One event line: what the requests it finished produced, or a bad line."""
+        assert self._parser is not None and self._queue is not None
+        end = ref.end_offset
+        if not raw.strip():
+            self.snapshots[end] = self.cursor()
+            return LineResult(ref)
+        try:
+            e = parse_event_line(raw, self.path, self.line_no)
+        except ParseError as err:
+            self.snapshots[end] = self.cursor()
+            return LineResult(ref, bad=BadLine(ref, raw, err))
+        self._clock(e, chunk)
+        self._ends[self.line_no] = end
+        requests: list[Request] = []
+        for ev in self._queue.push(e):
+            requests += self._parser.feed(ev)
+            self._holds.drop(ev.line_no)
+        out = self._settle(requests, ctx, created_ms)
+        self.snapshots[end] = self.cursor()
+        return LineResult(ref, out.docs, pending=1, holds=out.holds, releases=out.releases)
 
     def idle(self, now_s: float, ctx: DocContext, *, final: bool = False) -> Released:
         """Let go of what a quiet file holds (see the module docstring).

@@ -17,49 +17,17 @@ from typing import Any
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.fio_hist import detect_layout, is_epoch_ms, row_from_fields, split_fields
-from pipeline.records import DDIR_NAMES, Document, FioHistRow, LineRef
+from pipeline.records import DDIR_NAMES, FioHistRow, LineRef
 from pipeline.reducers.fio_bins import BinLayout, layout_for_bins
 from pipeline.reducers.fio_window import WindowTracker, histogram_stats
 from pipeline.reducers.histogram import LatencyHistogram
 from pipeline.settings import FioSettings
 from pipeline.shippers.hosts import fio_job_for, fio_prefix_for
+from pipeline.shippers.results import BadLine, LineResult
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines, read_gzip_lines
 from pipeline.sink.documents import DocContext, FioSource, RecordFields, histogram_document
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BadLine:
-    """A line that could not be parsed, to be kept in the dead-letter area."""
-
-    ref: LineRef
-    raw: bytes
-    error: ParseError
-
-
-@dataclass(frozen=True)
-class LineResult:
-    """What one line produced: its reference, documents, or a bad-line record.
-
-    Attributes:
-        ref: the line.
-        docs: documents finished at this line (they may refer to earlier lines too).
-        bad: the line could not be parsed.
-    """
-
-    ref: LineRef
-    docs: tuple[Document, ...] = ()
-    bad: BadLine | None = None
-    pending: int | None = None
-    """Acknowledgements the line waits for, when not ``len(docs)``: a line whose sample goes into
-    a document finished later (downsampling) waits for that document."""
-    holds: tuple[int, ...] = ()
-    """End offsets of earlier lines of the file that each wait for one more acknowledgement
-    (the documents finished here derive from them: a request's events)."""
-    releases: tuple[int, ...] = ()
-    """End offsets of earlier lines given one acknowledgement without a document (what held
-    them, such as an open request, let go)."""
 
 
 def last_time_ms(path: str) -> int | None:
@@ -177,30 +145,33 @@ class FioTail:
             line_start, self.offset = start, end
             start = end
             ref = LineRef(self.key, self.path, self.line_no, end)
-            if not raw.strip():
-                self.snapshots[end] = self.cursor() or ""
-                yield LineResult(ref)
-                continue
-            if self.layout is None:
-                self.layout = self._layout_for(raw, self.line_no)
-            try:
-                fields = split_fields(raw, self.path, self.line_no)
-                row = row_from_fields(fields, self.layout, self.path, self.line_no)
-            except ParseError as err:
-                self.snapshots[end] = self.cursor() or ""
-                yield LineResult(ref, bad=BadLine(ref, raw, err))
-                continue
-            if self.tracker is None:
-                epoch = is_epoch_ms(row.time_ms)
-                offset = self.fio.host_offsets_ms.get(self.source.host, 0)
-                origin = offset if epoch else self.origin_ms
-                self.tracker = WindowTracker(self.fio.interval_ms, origin, epoch)
-            doc = histogram_document(
-                ctx, self.source, self._fields(row), ref, line_start, created_ms
-            )
-            self.snapshots[end] = self.cursor() or ""
-            yield LineResult(ref, (doc,))
+            yield self._line(raw, ref, line_start, ctx, created_ms)
         self.offset = chunk.next_offset if chunk.lines else self.offset
+
+    def _line(
+        self, raw: bytes, ref: LineRef, line_start: int, ctx: DocContext, created_ms: float
+    ) -> LineResult:
+        """One line (starting at byte ``line_start``): its document, or a bad line."""
+        end = ref.end_offset
+        if not raw.strip():
+            self.snapshots[end] = self.cursor() or ""
+            return LineResult(ref)
+        if self.layout is None:
+            self.layout = self._layout_for(raw, self.line_no)
+        try:
+            fields = split_fields(raw, self.path, self.line_no)
+            row = row_from_fields(fields, self.layout, self.path, self.line_no)
+        except ParseError as err:
+            self.snapshots[end] = self.cursor() or ""
+            return LineResult(ref, bad=BadLine(ref, raw, err))
+        if self.tracker is None:
+            epoch = is_epoch_ms(row.time_ms)
+            offset = self.fio.host_offsets_ms.get(self.source.host, 0)
+            origin = offset if epoch else self.origin_ms
+            self.tracker = WindowTracker(self.fio.interval_ms, origin, epoch)
+        doc = histogram_document(ctx, self.source, self._fields(row), ref, line_start, created_ms)
+        self.snapshots[end] = self.cursor() or ""
+        return LineResult(ref, (doc,))
 
     def _fields(self, row: FioHistRow) -> RecordFields:
         assert self.layout is not None and self.tracker is not None

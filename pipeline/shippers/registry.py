@@ -3,7 +3,7 @@
 Like Filebeat's registry (elastic.md §6.1), it stores per file its identity key, the path it was
 last seen at and the committed offset; on restart each file resumes at that offset. Unlike Filebeat,
 the offset is committed only after Elasticsearch acknowledged every document derived from the bytes
-before it (see :mod:`pipeline.shippers.acks`), and a truncation bumps a per-file ``generation`` that
+before it (see :mod:`pipeline.delivery.acks`), and a truncation bumps a per-file ``generation`` that
 callers put into document ids, so rewritten content at an old offset is not mistaken for a
 duplicate (elastic.md §6.1, design implication 3).
 

@@ -65,13 +65,21 @@ def convert_sadc(
     """
     name = os.fspath(path)
     argv = sadf_command(name, sadf=sadf, pretty=pretty)
+    out = _run_sadf(run, argv, name, timeout_s)
+    _warn_if_foreign(out, name, local_host if local_host is not None else os.uname().nodename)
+    return out
+
+
+def _run_sadf(run: RunFn, argv: list[str], name: str, timeout_s: float) -> bytes:
+    """sadf's output (``argv[0]`` is sadf) for the file ``name``; raises as
+    :func:`convert_sadc`."""
     env = {**os.environ, "LC_ALL": "C", "TZ": "UTC"}
     kwargs: dict[str, Any] = {"capture_output": True, "timeout": timeout_s, "env": env}
     try:
         done = run(argv, check=False, **kwargs)
     except FileNotFoundError:
         raise ConfigError(
-            f"{sadf!r} not found: install sysstat (apt-get install sysstat) to convert {name}"
+            f"{argv[0]!r} not found: install sysstat (apt-get install sysstat) to convert {name}"
         ) from None
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"sadf took more than {timeout_s:g} s converting {name}") from None
@@ -81,7 +89,6 @@ def convert_sadc(
             name, 0, f"sadf exited with status {done.returncode} ({' '.join(argv)}): {message}"
         )
     out: bytes = done.stdout
-    _warn_if_foreign(out, name, local_host if local_host is not None else os.uname().nodename)
     return out
 
 

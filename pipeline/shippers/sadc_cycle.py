@@ -27,19 +27,16 @@ daemon's clock only decides names and counts.
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
-from typing import IO, Protocol
+
+from pipeline.shippers.handover import free_name, hand_over
+from pipeline.shippers.sadc_process import SadcHandle, Spawn, popen_spawn, sadc_command
 
 log = logging.getLogger(__name__)
 
@@ -155,120 +152,6 @@ def retry_delay_s(failures: int, base_s: float = RETRY_BASE_S, cap_s: float = RE
     return min(cap_s, base_s * 2.0 ** min(failures - 1, 64))
 
 
-def sadc_command(sadc: str, interval_s: int, count: int, path: str | os.PathLike[str]) -> list[str]:
-    """``sadc -S DISK <interval> <count> <file>`` (reference/sysstat.md 1.1)."""
-    return [sadc, "-S", "DISK", str(interval_s), str(count), os.fspath(path)]
-
-
-class SadcHandle(Protocol):
-    """A started sadc process."""
-
-    def wait(self, timeout: float | None) -> int | None:
-        """Wait up to ``timeout`` seconds (None: until it exits); exit status or None."""
-
-    def terminate(self) -> None:
-        """Ask it to stop (SIGTERM)."""
-
-    def kill(self) -> None:
-        """Force it to stop (SIGKILL)."""
-
-    def stderr_text(self) -> str:
-        """What it wrote to stderr (complete once it has exited)."""
-
-
-Spawn = Callable[[Sequence[str]], SadcHandle]
-"""Starts ``argv``; raises ``OSError`` when it cannot be started."""
-
-
-class PopenHandle:
-    """:class:`SadcHandle` of a real process; stderr goes to a temporary file (no pipe to fill)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
-        self._proc = proc
-        self._stderr = stderr
-
-    def wait(self, timeout: float | None) -> int | None:
-        """Exit status, or None if still running after ``timeout`` seconds."""
-        try:
-            return self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def terminate(self) -> None:
-        """SIGTERM."""
-        self._proc.terminate()
-
-    def kill(self) -> None:
-        """SIGKILL."""
-        self._proc.kill()
-
-    def stderr_text(self) -> str:
-        """Everything written to stderr so far, decoded leniently; closes the file once exited."""
-        self._stderr.seek(0)
-        text = self._stderr.read().decode("utf-8", "replace").strip()
-        if self._proc.poll() is not None:
-            self._stderr.close()
-        return text
-
-
-def popen_spawn(argv: Sequence[str]) -> PopenHandle:
-    """Start ``argv`` with ``LC_ALL=C``, ``TZ=UTC``, no stdin/stdout, stderr captured.
-
-    Raises:
-        OSError: the executable is missing or not executable.
-    """
-    err = tempfile.TemporaryFile()  # noqa: SIM115 (PopenHandle owns and closes it)
-    env = {**os.environ, "LC_ALL": "C", "TZ": "UTC"}
-    try:
-        proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env
-        )
-    except OSError:
-        err.close()
-        raise
-    return PopenHandle(proc, err)
-
-
-def free_name(name: str, *dirs: Path) -> str:
-    """``name``, or ``name-1``, ``name-2``, ... : the first that exists in none of ``dirs``."""
-    candidate, n = name, 0
-    while any((d / candidate).exists() for d in dirs):
-        n += 1
-        candidate = f"{name}-{n}"
-    return candidate
-
-
-def hand_over(path: Path, drop: Path) -> Path:
-    """Move a finished file into ``drop`` so that it appears there complete, in one step.
-
-    ``os.replace`` when both are on one filesystem; otherwise a copy to ``.<name>.tmp`` in
-    ``drop`` (hidden: watchers skip dot files), fsync, ``os.replace`` to the final name and
-    removal of the source. An existing file of the same name is never overwritten
-    (:func:`free_name`).
-
-    Returns:
-        The file's path in ``drop``.
-
-    Raises:
-        OSError: the move or copy failed; the source is left in place.
-    """
-    dest = drop / free_name(path.name, drop)
-    try:
-        os.replace(path, dest)
-        return dest
-    except OSError as err:
-        if err.errno != errno.EXDEV:
-            raise
-    tmp = drop / f".{dest.name}.tmp"
-    with path.open("rb") as src, tmp.open("wb") as out:
-        shutil.copyfileobj(src, out)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, dest)
-    path.unlink()
-    return dest
-
-
 class CycleDaemon:
     """Runs sadc back to back into ``sa-*`` files in ``directory`` (seed 001 4.1.1).
 
@@ -362,20 +245,32 @@ class CycleDaemon:
         dirs = (self.directory,) if self.drop is None else (self.directory, self.drop)
         path = self.directory / free_name(plan.file_name, *dirs)
         argv = sadc_command(self.sadc, self.interval_s, plan.count, path)
+        handle = self._start(argv, plan)
+        if handle is None:
+            return False
+        status, stopped = self._wait(handle)
+        self._finish(path)
+        return self._succeeded(status, stopped, argv, handle)
+
+    def _start(self, argv: list[str], plan: RunPlan) -> SadcHandle | None:
+        """Start sadc; None (logged) when it cannot be started."""
         try:
             handle = self.spawn(argv)
         except OSError as err:
             log.error("stage=sadc-cycle cannot start %s: %s", self.sadc, err)
-            return False
+            return None
         self.runs += 1
         log.info(
             "stage=sadc-cycle sadc started: %s (%d samples, until %s)",
-            path.name,
+            Path(argv[-1]).name,
             plan.count,
             plan.ends_at.isoformat(),
         )
-        status, stopped = self._wait(handle)
-        self._finish(path)
+        return handle
+
+    @staticmethod
+    def _succeeded(status: int, stopped: bool, argv: list[str], handle: SadcHandle) -> bool:
+        """Whether a finished run went well: it exited 0, or as sadc does when we stop it."""
         if stopped and status in STOP_STATUSES:
             return True
         if status != 0:

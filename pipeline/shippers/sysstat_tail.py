@@ -34,7 +34,7 @@ from pipeline.parsers.limits import utc_text
 from pipeline.parsers.sysstat import SadfCsvParser, parse_sadf_csv, parse_sadf_json
 from pipeline.records import DiskSample, Document, LineRef, RestartMark
 from pipeline.reducers.downsample import Downsampler
-from pipeline.shippers.fio_tail import BadLine, LineResult
+from pipeline.shippers.results import BadLine, LineResult
 from pipeline.shippers.sadc import convert_sadc
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines
 from pipeline.sink.documents import DocContext, diskio_document
@@ -166,22 +166,7 @@ class SysstatTail:
         Raises:
             ParseError: nothing in the file could be read (the caller quarantines it).
         """
-        data = b"\n".join(chunk.lines)
-        records: list[DiskSample | RestartMark | ParseError]
-        first_line = self.line_no + 1
-        raw: list[bytes] = []
-        self._covered.clear()
-        unfinished = False
-        if self.kind == "sadf" and data.lstrip()[:1] == b"{":
-            records = list(parse_sadf_json(data, self.path))
-            unfinished = not data.rstrip().endswith(b"}")
-        else:
-            records = list(parse_sadf_csv(chunk.lines, self.path, first_line))
-            bad_at = [r.line_no - first_line for r in records if isinstance(r, ParseError)]
-            raw = [chunk.lines[i] for i in bad_at]
-            if self.kind == "sadc":
-                records = [_from_sadf(r) if isinstance(r, ParseError) else r for r in records]
-        records = [self._unread(r, self.path, 0) for r in records]
+        records, raw, unfinished = self._whole_records(chunk)
         errors = [r for r in records if isinstance(r, ParseError)]
         good = [r for r in records if not isinstance(r, ParseError)]
         if errors and not good and not unfinished:
@@ -197,13 +182,46 @@ class SysstatTail:
             self.snapshots[bad_ref.end_offset] = ""
             yield LineResult(bad_ref, bad=BadLine(bad_ref, b"\n".join(raw), err))
         ref = LineRef(self.key, self.path, self.line_no, chunk.next_offset)
+        docs = self._whole_documents(good, ref, ctx, created_ms)
+        self.snapshots[chunk.next_offset] = ""
+        yield LineResult(ref, docs)
+
+    def _whole_records(
+        self, chunk: TailChunk
+    ) -> tuple[list[DiskSample | RestartMark | ParseError], list[bytes], bool]:
+        """A whole-file input's records (overlapping samples as errors), the raw lines of its
+        rejected CSV rows, and whether it is a JSON document that does not end."""
+        data = b"\n".join(chunk.lines)
+        records: list[DiskSample | RestartMark | ParseError]
+        first_line = self.line_no + 1
+        raw: list[bytes] = []
+        self._covered.clear()
+        unfinished = False
+        if self.kind == "sadf" and data.lstrip()[:1] == b"{":
+            records = list(parse_sadf_json(data, self.path))
+            unfinished = not data.rstrip().endswith(b"}")
+        else:
+            records = list(parse_sadf_csv(chunk.lines, self.path, first_line))
+            bad_at = [r.line_no - first_line for r in records if isinstance(r, ParseError)]
+            raw = [chunk.lines[i] for i in bad_at]
+            if self.kind == "sadc":
+                records = [_from_sadf(r) if isinstance(r, ParseError) else r for r in records]
+        return [self._unread(r, self.path, 0) for r in records], raw, unfinished
+
+    def _whole_documents(
+        self,
+        good: list[DiskSample | RestartMark],
+        ref: LineRef,
+        ctx: DocContext,
+        created_ms: float,
+    ) -> tuple[Document, ...]:
+        """The downsampled documents of a whole-file input, its last interval flushed."""
         assert self._down is not None
         docs: list[Document] = []
         for r in good:
             docs += [diskio_document(ctx, s, (ref,), created_ms) for s in self._down.add(r)]
         docs += [diskio_document(ctx, s, (ref,), created_ms) for s in self._down.flush()]
-        self.snapshots[chunk.next_offset] = ""
-        yield LineResult(ref, tuple(docs))
+        return tuple(docs)
 
     def _unread(
         self, rec: DiskSample | RestartMark | ParseError, path: str, line_no: int

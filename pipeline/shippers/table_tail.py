@@ -25,7 +25,7 @@ from pipeline.parsers.lmt import LmtCsvParser, LmtSample
 from pipeline.parsers.slurm import SacctParser, SlurmJob
 from pipeline.records import Document, LineRef
 from pipeline.reducers.lmt import OstDeltaReducer
-from pipeline.shippers.fio_tail import BadLine, LineResult
+from pipeline.shippers.results import BadLine, LineResult
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines
 from pipeline.sink.documents import DocContext
 from pipeline.sink.hpc_documents import lmt_ost_document, slurm_job_document
@@ -37,7 +37,7 @@ TableKind = Literal["slurm", "lmt"]
 
 @dataclass
 class TableTail:
-    """Read state of one Slurm or LMT file (the Tail protocol of the main job).
+    """Read state of one Slurm or LMT file (a :class:`~pipeline.shippers.formats.base.Tail`).
 
     Attributes:
         key: registry key; path: current path.

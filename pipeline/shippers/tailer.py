@@ -132,25 +132,36 @@ def read_complete_lines(
         f.seek(offset)
         data = f.read(max_bytes)
         if b"\n" not in data and len(data) == max_bytes:
-            # one line longer than the read budget: read on to its end
-            parts, total = [data], len(data)
-            while total <= LONGEST_LINE_BYTES:
-                more = f.read(_EXTEND_BYTES)
-                if not more:
-                    break
-                parts.append(more)
-                total += len(more)
-                if b"\n" in more:
-                    break
-            data = b"".join(parts)
-            end = data.find(b"\n")
-            if end < 0 and (total >= max_line_bytes or total > LONGEST_LINE_BYTES):
-                raise LineTooLong(os.fspath(path), offset, max_line_bytes)
-            # only that line (none if incomplete yet); the rest waits for the next call
-            data = data[: end + 1]
+            data = _finish_long_line(f, data, os.fspath(path), offset, max_line_bytes)
         elif b"\n" not in data and len(data) >= max_line_bytes:
             raise LineTooLong(os.fspath(path), offset, max_line_bytes)
     return split_complete_lines(data, offset)
+
+
+def _finish_long_line(
+    f: IO[Any], data: bytes, path: str, offset: int, max_line_bytes: int
+) -> bytes:
+    """One line longer than the read budget (``data``, read at ``offset``): read on to its
+    end; only that line (empty if incomplete yet), the rest waits for the next call.
+
+    Raises:
+        LineTooLong: no line end ``max_line_bytes`` or more (or past
+            :data:`LONGEST_LINE_BYTES`) after ``offset``.
+    """
+    parts, total = [data], len(data)
+    while total <= LONGEST_LINE_BYTES:
+        more = f.read(_EXTEND_BYTES)
+        if not more:
+            break
+        parts.append(more)
+        total += len(more)
+        if b"\n" in more:
+            break
+    data = b"".join(parts)
+    end = data.find(b"\n")
+    if end < 0 and (total >= max_line_bytes or total > LONGEST_LINE_BYTES):
+        raise LineTooLong(path, offset, max_line_bytes)
+    return data[: end + 1]
 
 
 def read_gzip_lines(

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
@@ -215,10 +214,5 @@ class DropWatcher:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.shippers.acks import AckTracker
+from pipeline.delivery.acks import AckTracker
 
 
 def test_in_order_acks() -> None:

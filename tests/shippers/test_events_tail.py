@@ -11,15 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.delivery.acks import AckTracker
 from pipeline.parsers.event_schema import EventSchema, load_event_schema
 from pipeline.parsers.events import parse_events
 from pipeline.records import Document
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.request_join import Request, extract, merge_streams
 from pipeline.settings import RequestsSettings
-from pipeline.shippers.acks import AckTracker
-from pipeline.shippers.events_tail import EventsTail, WorkloadModel
+from pipeline.shippers.events_tail import EventsTail
 from pipeline.shippers.tailer import split_complete_lines
+from pipeline.shippers.workload_model import WorkloadModel
 from pipeline.sink.documents import DocContext
 from pipeline.sink.request_documents import request_id
 

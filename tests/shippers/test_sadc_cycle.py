@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.shippers import sadc_cycle
+from pipeline.shippers import handover
+from pipeline.shippers.handover import hand_over
 from pipeline.shippers.sadc_cycle import (
     CycleDaemon,
     RunPlan,
     file_name_for,
-    hand_over,
     plan_run,
     retry_delay_s,
 )
@@ -384,7 +384,7 @@ def test_hand_over_across_filesystems_copies_then_renames(
             raise OSError(errno.EXDEV, "Invalid cross-device link")
         real_replace(a, b)
 
-    monkeypatch.setattr(sadc_cycle.os, "replace", replace)
+    monkeypatch.setattr(handover.os, "replace", replace)
     assert hand_over(src, drop) == drop / src.name
     assert calls == [(src.name, src.name), (f".{src.name}.tmp", src.name)]
     assert (drop / src.name).read_bytes() == b"x" * 100_000

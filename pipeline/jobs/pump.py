@@ -1,0 +1,210 @@
+"""Reading: every complete line of a file -> its format's shipper -> the sink and delivery.
+
+:meth:`Pump.pump` reads a file chunk by chunk until it has no complete line left; each line's
+result (documents, a bad line, holds and releases) goes to the sink, the dead-letter area and
+:class:`~pipeline.delivery.commit.Delivery`. A file that is not a line log (no line end within
+1 MiB, damaged gzip data) or that its parser rejects whole is quarantined: copied to
+``deadletter/files/`` and read no more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import logging
+import shutil
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+from pipeline.delivery.commit import Delivery
+from pipeline.jobs.service_monitor import ServiceMonitor
+from pipeline.jobs.summary import RunSummary
+from pipeline.parsers.errors import ParseError
+from pipeline.shippers.discovery import FileSet
+from pipeline.shippers.formats.base import Shipper, Tail
+from pipeline.shippers.results import LineResult, Released
+from pipeline.shippers.tailer import LineTooLong, TailChunk
+from pipeline.sink.documents import DocContext
+from pipeline.sink.sender import AsyncSink
+
+log = logging.getLogger(__name__)
+
+
+def keep_file(path: str, dest: Path) -> Path:
+    """Copy ``path`` into ``dest`` under its name (``name.N`` when another file of that name
+    is there); the copy's path (nothing is copied when the file is gone)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    name = Path(path).name
+    kept, n = dest / name, 0
+    while kept.exists():
+        n += 1
+        kept = dest / f"{name}.{n}"
+    with contextlib.suppress(FileNotFoundError):
+        shutil.copy2(path, kept)
+    return kept
+
+
+class Pump:
+    """Reads files and ships their lines.
+
+    Args:
+        files: the files being read.
+        delivery: line tracking and offset commits.
+        sink: where documents and bad lines go.
+        doc_ctx: the documents' namespace.
+        summary: counters of the run (lines, bad lines, bad files).
+        read_chunk_bytes: read budget per chunk (``shipper.read_chunk_bytes``).
+        clock: wall-clock seconds.
+        monitor: the service-rate monitor (read and parse times), if enabled.
+        after_chunk: called after each chunk shipped (the service-rate documents the monitor
+            made meanwhile are sent).
+    """
+
+    def __init__(
+        self,
+        files: FileSet,
+        delivery: Delivery,
+        sink: AsyncSink,
+        doc_ctx: DocContext,
+        summary: RunSummary,
+        read_chunk_bytes: int,
+        clock: Callable[[], float],
+        monitor: ServiceMonitor | None,
+        after_chunk: Callable[[], None],
+    ) -> None:
+        self.files, self.delivery, self.sink = files, delivery, sink
+        self.doc_ctx, self.summary = doc_ctx, summary
+        self.read_chunk_bytes, self.clock, self.monitor = read_chunk_bytes, clock, monitor
+        self.after_chunk = after_chunk
+        self.stopping = threading.Event()
+        """Set: reading stops between chunks (the rest is read next time)."""
+        self.read_keys: set[str] = set()
+        """Files of which lines were read."""
+
+    def shipper_of(self, tail: Tail) -> Shipper:
+        """The shipper of ``tail``'s drop format."""
+        return self.files.shippers[self.files.drops[tail.key].type]
+
+    def pump(self, tail: Tail) -> int:
+        """Read and ship every complete line now in the file; returns lines read.
+
+        A file that is not a line log (no line end within 1 MiB, damaged gzip data) is
+        quarantined whole; a ``.gz`` still being written is tried again later. Reading stops
+        between chunks once :attr:`stopping` is set (the rest is read next time).
+        """
+        n = 0
+        if not self.files.still_there(tail):
+            return n
+        while not self.stopping.is_set() and not self.sink.refusing():
+            started = time.perf_counter()
+            chunk = self._read(tail)
+            if chunk is None:
+                return n
+            if chunk.truncated:
+                self.files.truncated_now(tail)
+                self.delivery.forget(tail.key)
+                continue
+            if not chunk.lines:
+                tail.exhausted = tail.compressed
+                return n
+            n += len(chunk.lines)
+            if not self._ship_timed(tail, chunk, started):
+                return n
+            if tail.compressed:
+                tail.exhausted = True
+                return n
+        return n
+
+    def _read(self, tail: Tail) -> TailChunk | None:
+        """The next chunk; None when reading stops here (gone, incomplete, unreadable, or
+        quarantined)."""
+        try:
+            return tail.read(self.read_chunk_bytes)
+        except FileNotFoundError:
+            self.files.retire(tail.key)
+        except EOFError:
+            log.info("%s: not complete yet; will retry", tail.path)
+        except (LineTooLong, gzip.BadGzipFile, zlib.error) as err:
+            self.quarantine(tail, ParseError(tail.path, tail.line_no + 1, str(err)))
+        except OSError as err:
+            log.warning("%s: cannot be read (%s); will retry", tail.path, err)
+        return None
+
+    def _ship_timed(self, tail: Tail, chunk: TailChunk, started: float) -> bool:
+        """Ship ``chunk`` and tell the monitor the read and parse times; False when the file
+        was quarantined."""
+        self.read_keys.add(tail.key)
+        read_s = time.perf_counter() - started
+        waited = self.sink.put_wait_s
+        try:
+            self.ship(tail, chunk)
+        except ParseError as err:
+            self.quarantine(tail, err)
+            return False
+        if self.monitor is not None:
+            parse_s = time.perf_counter() - started - read_s - (self.sink.put_wait_s - waited)
+            self.monitor.busy("read", len(chunk.lines), read_s)
+            self.monitor.busy("parse", len(chunk.lines), max(parse_s, 0.0))
+        return True
+
+    def ship(self, tail: Tail, chunk: TailChunk) -> None:
+        """Ship what each line of ``chunk`` produced, until the sink refuses more.
+
+        Raises:
+            ParseError: the file is unusable as a whole (its format's first line).
+        """
+        now_ms = self.clock() * 1000
+        for res in self.shipper_of(tail).ship(tail, chunk, self.doc_ctx, now_ms):
+            self._line(tail.key, res)
+            if self.sink.refusing():  # the rest of the chunk is read again next time
+                break
+        self.sink.poll()
+        self.after_chunk()
+
+    def _line(self, key: str, res: LineResult) -> None:
+        """One line's result: its bad line kept, its documents added, the line tracked."""
+        self.summary.lines += 1
+        if res.bad is not None:
+            self.summary.bad_lines += 1
+            log.warning("%s (kept in the dead-letter area)", res.bad.error)
+            self.sink.deadletters.write_input(
+                res.ref.path, res.ref.line_no, res.bad.error.reason, res.bad.raw, "parse"
+            )
+        waits = len(res.docs) if res.pending is None else res.pending
+        self.delivery.track(key, res.ref.line_no, res.ref.end_offset, waits)
+        self.delivery.settle(key, res.holds, res.releases)
+        for doc in res.docs:
+            self.sink.add(doc)
+        if not waits or res.releases:
+            self.delivery.commit(key)
+
+    def idle(self, final: bool = False) -> None:
+        """Let quiet files go of what they hold, and formats ship what is due without new
+        lines (workload model snapshots); everything, when ``final``."""
+        now = self.clock()
+        tails = list(self.files.tails.values())
+        for shipper in self.files.shippers.values():
+            mine = [t for t in tails if self.shipper_of(t) is shipper]
+            for idled in shipper.idle(mine, now, final):
+                self._released(idled.key, idled.released)
+
+    def _released(self, key: str | None, rel: Released) -> None:
+        if key is not None:
+            self.delivery.settle(key, rel.holds, rel.releases)
+        for doc in rel.docs:
+            self.sink.add(doc)
+        if key is not None and rel.releases:
+            self.delivery.commit(key)
+
+    def quarantine(self, tail: Tail, err: ParseError) -> None:
+        """Copy a file that cannot be read at all to ``deadletter/files/`` (see
+        :func:`keep_file`), note it with the reason, and read it no more."""
+        self.summary.bad_files += 1
+        kept = keep_file(tail.path, self.sink.deadletters.root / "files")
+        self.sink.deadletters.write_input(tail.path, err.line_no, err.reason, b"", "parse")
+        log.error("%s; the file is kept as %s and skipped", err, kept)
+        self.files.registry.mark_done(tail.key)
+        self.files.retire(tail.key)

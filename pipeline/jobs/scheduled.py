@@ -1,0 +1,136 @@
+"""The scheduled jobs of the main job, wired to the cluster and the sink.
+
+Every tick (``jobs.tick_s``) and once more at the end of a run: the latency job turns settled
+dirty fio intervals into merged percentiles (:class:`~pipeline.jobs.fio_latency.FioLatencyJob`),
+the peer job compares hosts (:class:`~pipeline.jobs.peer_job.PeerJob`, under a lease so one
+process of a namespace runs it) and, once thresholds are trained, the incident job groups alerts
+(:class:`~pipeline.jobs.incident_job.IncidentJob`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from pipeline.jobs.fio_latency import FioLatencyJob
+from pipeline.jobs.incident_job import IncidentJob
+from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.jobs.peer_job import PeerJob, load_thresholds
+from pipeline.jobs.summary import RunSummary
+from pipeline.records import Document
+from pipeline.reducers.peer import Thresholds
+from pipeline.settings import ConfigError, Settings
+from pipeline.sink.client import Client
+from pipeline.sink.documents import DocContext
+from pipeline.sink.lease import Lease
+from pipeline.sink.search import count as count_docs
+from pipeline.sink.search import delete_by_query, iter_hits, refresh
+from pipeline.sink.state_store import JobState
+
+
+def _lease_ttl_s(settings: Settings) -> float:
+    return max(120.0, 6 * settings.jobs.tick_s)
+
+
+def _thresholds(settings: Settings) -> tuple[Path, Thresholds | None]:
+    """The peer thresholds file and what it holds (None: not trained yet).
+
+    Raises:
+        ConfigError: it is not a thresholds file.
+    """
+    path = Path(settings.peer.thresholds_file or Path(settings.state_dir) / "thresholds.json")
+    try:
+        return path, load_thresholds(path)
+    except (ValueError, KeyError) as err:
+        raise ConfigError(f"{path}: not a thresholds file ({err}); run iolens train") from None
+
+
+class ScheduledJobs:
+    """The latency, peer and incident jobs of one main job.
+
+    Args:
+        settings: the configuration.
+        client: the cluster.
+        emit: where the jobs' documents go (the sink).
+        settle: flush the sink; True when nothing is left unacknowledged.
+        dirty: the fio intervals touched by acknowledged documents.
+        ctx: the documents' namespace.
+        clock: wall-clock seconds.
+
+    Raises:
+        ConfigError: ``peer.thresholds_file`` (or ``<state>/thresholds.json``) is not a
+            thresholds file.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: Client,
+        emit: Callable[[Document], object],
+        settle: Callable[[], bool],
+        dirty: DirtyIntervals,
+        ctx: DocContext,
+        clock: Callable[[], float],
+    ) -> None:
+        self.latency = FioLatencyJob(
+            search=lambda index, q, s: iter_hits(client, index, q, s),
+            emit=emit,
+            dirty=dirty,
+            fio=settings.fio,
+            ctx=ctx,
+            clock=clock,
+            refresh=lambda index: refresh(client, index),
+            delete=lambda index, query: delete_by_query(client, index, query),
+            count=lambda index, query: count_docs(client, index, query),
+        )
+        self.peer = self._peer_job(settings, client, emit, settle, ctx, clock)
+        name = f"incident.{settings.elasticsearch.namespace}"
+        lease = Lease(client, name, ttl_s=_lease_ttl_s(settings), clock=clock)
+        self.incident = IncidentJob(client, settings, lease.acquire, clock)
+
+    def _peer_job(
+        self,
+        settings: Settings,
+        client: Client,
+        emit: Callable[[Document], object],
+        settle: Callable[[], bool],
+        ctx: DocContext,
+        clock: Callable[[], float],
+    ) -> PeerJob:
+        path, thresholds = _thresholds(settings)
+        name = f"peer.{settings.elasticsearch.namespace}"
+        self.lease = Lease(client, name, ttl_s=_lease_ttl_s(settings), clock=clock)
+        store = JobState(client, name, clock=clock)
+        return PeerJob(
+            hits=lambda index, q, s: iter_hits(client, index, q, s),
+            emit=emit,
+            settle=settle,
+            peer=settings.peer,
+            thresholds=thresholds,
+            ctx=ctx,
+            lease=self.lease.acquire,
+            load_state=store.load,
+            save_state=store.save,
+            clock=clock,
+            refresh=lambda index: refresh(client, index),
+            sysstat_drops=any(d.type in ("sadf", "sadc") for d in settings.drops),
+            thresholds_path=path,
+        )
+
+    def tick(self, summary: RunSummary) -> None:
+        """Run whatever is due (each job keeps its own schedule), counting into ``summary``."""
+        summary.intervals += self.latency.run()
+        summary.peer_windows += self.peer.run()
+        if self.peer.thresholds is not None:
+            summary.incidents += self.incident.run()
+
+    def finish(self, summary: RunSummary, flush: Callable[[], None]) -> None:
+        """Run every job on everything left (``flush`` the sink between them, so each reads
+        what the one before wrote)."""
+        summary.intervals += self.latency.run(force=True)
+        flush()
+        self.latency.supersede()
+        summary.peer_windows += self.peer.run(force=True)
+        if self.peer.thresholds is not None:
+            flush()
+            summary.incidents += self.incident.run()

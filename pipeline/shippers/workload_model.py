@@ -1,0 +1,115 @@
+"""The workload model of an events drop: requests placed in clusters, kept across runs.
+
+Seed 002, section 5: each finished request (its canonical form,
+:func:`pipeline.reducers.canonical.canonical`) is placed incrementally by
+:class:`pipeline.reducers.request_cluster.Clusterer`; the model is saved as JSON and its snapshots
+become ``metrics-iolens.workload_model`` documents.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from pipeline.records import Document
+from pipeline.reducers.canonical import Canonical
+from pipeline.reducers.request_cluster import Assignment, Clusterer
+from pipeline.settings import RequestsSettings
+from pipeline.sink.documents import DocContext
+from pipeline.sink.request_documents import model_documents
+
+log = logging.getLogger(__name__)
+
+RECENT_IDS = 1 << 16
+"""Request ids a model remembers, so a request read again after a restart is not counted
+twice (the replay after a crash is bounded by the schema's timeout)."""
+
+
+class WorkloadModel:
+    """The workload model of one events drop (seed 002, section 5), kept across runs.
+
+    Requests are placed incrementally (:class:`pipeline.reducers.request_cluster.Clusterer`);
+    the model (clusters with their representatives and counters) is saved as JSON at
+    ``path`` with every snapshot and when the shipper stops, and continued on the next start.
+
+    Args:
+        name: the model's name (the schema file's stem): ``iolens.*.model`` in documents.
+        path: where the model is kept.
+        settings: threshold and snapshot period.
+
+    Raises:
+        ValueError: the file at ``path`` exists but is not a saved model.
+    """
+
+    def __init__(self, name: str, path: Path, settings: RequestsSettings) -> None:
+        self.name, self.path, self.settings = name, path, settings
+        self.clusterer = Clusterer(settings.threshold)
+        self.measured: dict[str, float] = {}
+        self.recent: dict[str, None] = {}
+        self.changed = False
+        self.last_snapshot_s: float | None = None
+        if path.exists():
+            try:
+                state = json.loads(path.read_text(encoding="utf-8"))
+                self.clusterer = Clusterer.from_state(state["clusterer"])
+                self.measured = {str(k): float(v) for k, v in state["measured"].items()}
+                self.recent = dict.fromkeys(state["recent"])
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}: not a saved workload model ({err})") from None
+            if self.clusterer.threshold != settings.threshold:
+                log.warning(
+                    "%s was built with threshold %g; requests.threshold %g applies to new "
+                    "clusters only",
+                    path,
+                    self.clusterer.threshold,
+                    settings.threshold,
+                )
+                self.clusterer.threshold = settings.threshold
+
+    def place(self, request_id: str, form: Canonical) -> tuple[Assignment, bool]:
+        """Add one request (canonical form) unless its id was placed already; its cluster,
+        distance and outlier flag."""
+        if request_id in self.recent:
+            a = self.clusterer.nearest(form)
+            return a, self.clusterer.is_outlier(a.cluster, a.distance)
+        a = self.clusterer.add(form)
+        for k, v in form.resources.items():
+            self.measured[k] = self.measured.get(k, 0.0) + v
+        self.recent[request_id] = None
+        if len(self.recent) > RECENT_IDS:
+            del self.recent[next(iter(self.recent))]
+        self.changed = True
+        return a, self.clusterer.is_outlier(a.cluster, a.distance)
+
+    def due(self, now_s: float) -> bool:
+        """Whether a snapshot is due: requests were placed since the last one, and
+        ``snapshot_s`` has passed (the first one is due at once)."""
+        if not self.changed:
+            return False
+        last = self.last_snapshot_s
+        return last is None or now_s - last >= self.settings.snapshot_s
+
+    def snapshot(self, ctx: DocContext, host: str, now_s: float) -> list[Document]:
+        """The model's documents now (one per cluster), and the model saved."""
+        self.last_snapshot_s = now_s
+        self.changed = False
+        self.save()
+        return list(
+            model_documents(
+                ctx, host, self.clusterer, self.measured, now_s * 1000, now_s * 1000, self.name
+            )
+        )
+
+    def save(self) -> None:
+        """Write the model to ``path`` (atomically: a temporary file renamed over it)."""
+        state = {
+            "clusterer": self.clusterer.state(),
+            "measured": self.measured,
+            "recent": list(self.recent),
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, self.path)
