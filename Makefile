@@ -48,9 +48,11 @@ lab: $(STAMP) sysdeps labdeps
 	$(BIN)/iolens lab $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check pipeline tests bench examples
-	$(BIN)/ruff format --check pipeline tests bench examples
+	$(BIN)/ruff check pipeline tests bench examples scripts
+	$(BIN)/ruff format --check pipeline tests bench examples scripts
 	$(BIN)/mypy
+	$(BIN)/mypy --strict scripts/shape.py
+	$(BIN)/python scripts/shape.py
 
 schema: $(STAMP)
 	$(BIN)/python -m pipeline.settings > config/schemas/pipeline.schema.json
