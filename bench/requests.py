@@ -148,8 +148,8 @@ def worker(stage: str, path: Path) -> int:
 
 def tail_worker(schema: Any, path: Path) -> int:
     """Child process: the ``events`` drop's shipping path over the log (module docstring)."""
+    from pipeline.delivery.acks import AckTracker
     from pipeline.settings import RequestsSettings
-    from pipeline.shippers.acks import AckTracker
     from pipeline.shippers.events_tail import EventsTail, WorkloadModel
     from pipeline.shippers.tailer import read_complete_lines
     from pipeline.sink.documents import DocContext
