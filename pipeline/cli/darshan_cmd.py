@@ -19,6 +19,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
 from pipeline.parsers.errors import ParseError
 from pipeline.reducers.io_diagnosis import Thresholds, diagnose
@@ -29,15 +30,12 @@ if TYPE_CHECKING:
     from pipeline.shippers.darshan_tail import DarshanPool
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand and its two actions."""
-    p = sub.add_parser(
-        name,
-        help="diagnose Darshan logs (IOMiner) and print first-order statistics",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        sub, name, "diagnose Darshan logs (IOMiner) and print first-order statistics", __doc__
     )
-    acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    acts = add_actions(p)
     d = acts.add_parser("diagnose", help="critical files, factors, causes and insights per log")
     d.add_argument("LOG", nargs="+", help="Darshan logs or darshan-parser text dumps")
     d.add_argument("--json", action="store_true", help="one JSON object per job")

@@ -19,19 +19,15 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.errors import ConfigError
 from pipeline.sink.bulk import BulkSink
 from pipeline.sink.deadletter import DeadDocument, DeadInput, DeadLetters
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
-    p = sub.add_parser(
-        name,
-        help="list, show or replay dead letters",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(sub, name, "list, show or replay dead letters", __doc__)
     p.add_argument("action", choices=["list", "show", "replay"])
     p.add_argument("ID", nargs="?", help="show: an entry as list numbers it (d1, i3...)")
     p.add_argument("--state-dir", help="state directory (default: config)")

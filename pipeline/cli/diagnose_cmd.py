@@ -17,6 +17,7 @@ from typing import Any
 
 from pipeline.cli.common import settings_from_args
 from pipeline.cli.peer_options import add_peer_options, params_of, parse_time, peer_settings
+from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.cli.train_cmd import thresholds_path
 from pipeline.errors import ConfigError
 from pipeline.jobs.peer_diagnosis import diagnose, load, train
@@ -24,14 +25,9 @@ from pipeline.reducers.peer import Thresholds, WindowResult
 from pipeline.reducers.persistence import Persistence, hourly_rows, qualified_name
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
-    p = sub.add_parser(
-        name,
-        help="peer-compare LUNs in sysstat recordings and rank them",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(sub, name, "peer-compare LUNs in sysstat recordings and rank them", __doc__)
     add_peer_options(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--train-until", help="train on these files up to TIME, diagnose after it")

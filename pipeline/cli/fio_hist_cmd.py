@@ -12,18 +12,16 @@ import configparser
 import re
 import sys
 
+from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.errors import ConfigError
 from pipeline.reducers.fio_flp import FlpOptions
 from pipeline.report.fio_text import write_report
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand (options and defaults are fiologparser_hist.py's)."""
-    p = sub.add_parser(
-        name,
-        help="percentiles of fio histogram logs (fiologparser_hist.py compatible)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        sub, name, "percentiles of fio histogram logs (fiologparser_hist.py compatible)", __doc__
     )
     p.add_argument("FILE", nargs="+", help="histogram logs (*_clat_hist.*.log[.gz])")
     p.add_argument("--method", choices=["flp", "window"], default="flp")

@@ -10,12 +10,13 @@ from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.run_cmd import EX_TEMPFAIL
+from pipeline.cli.subcommand import Subparsers
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
 from pipeline.settings import DEFAULT_PATTERNS, ConfigError, DropSettings
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(name, help="ingest the given files once", description=__doc__)
     p.add_argument("--type", required=True, choices=sorted(DEFAULT_PATTERNS), help="input format")

@@ -13,17 +13,15 @@ from pathlib import Path
 
 from rich.console import Console
 
+from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.errors import ConfigError
 from pipeline.kibana import DEFAULT_DIR, build, from_ndjson, write_layout
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
-    p = sub.add_parser(
-        name,
-        help="pack the Kibana saved objects into import NDJSON, or unpack an export",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        sub, name, "pack the Kibana saved objects into import NDJSON, or unpack an export", __doc__
     )
     p.add_argument("action", choices=["build", "unpack"])
     p.add_argument(

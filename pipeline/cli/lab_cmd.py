@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.cli.subcommand import Subparsers
 from pipeline.lab.params import LabParams
 from pipeline.lab.run import Lab
 from pipeline.lab.storage import LabError
@@ -37,7 +38,7 @@ OPTIONS: tuple[tuple[str, str, Callable[[str], Any], str], ...] = (
 """``(option, LabParams field, type, help)`` of each option with a default of :class:`LabParams`."""
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
     d = LabParams()
     p = sub.add_parser(

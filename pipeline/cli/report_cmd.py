@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.errors import ConfigError
 from pipeline.report.html import SECTIONS, build, figure_count, searcher
 
@@ -25,14 +26,9 @@ _AGO = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
-    p = sub.add_parser(
-        name,
-        help="the dashboards' views as one self-contained HTML file",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(sub, name, "the dashboards' views as one self-contained HTML file", __doc__)
     p.add_argument("--since", default="7d", help="start: ISO time or a duration ago (7d)")
     p.add_argument("--until", help="end: ISO time or a duration ago (default: now)")
     p.add_argument("--out", type=Path, default=Path("report.html"), help="the HTML file")

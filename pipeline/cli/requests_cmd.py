@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.event_schema import EventSchema, load_event_schema
@@ -90,15 +91,12 @@ def source(text: str) -> Source:
     return Source(m["machine"], Path(m["path"]))
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand and its action."""
-    p = sub.add_parser(
-        name,
-        help="extract requests from event logs (Magpie) and cluster them",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        sub, name, "extract requests from event logs (Magpie) and cluster them", __doc__
     )
-    acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    acts = add_actions(p)
     _add_extract(acts.add_parser("extract", help="requests of event logs, offline"))
     m = acts.add_parser("model", help="the workload models as indexed")
     m.add_argument("--model", help="only this model (its schema file's name)")

@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.cli.subcommand import Subparsers
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
 from pipeline.settings import DEFAULT_PATTERNS, ConfigError, DropSettings, Settings
@@ -22,7 +23,7 @@ EX_TEMPFAIL = 75
 log = logging.getLogger("iolens")
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(name, help="run the pipeline on the drop directories", description=__doc__)
     p.add_argument(

@@ -16,11 +16,12 @@ from datetime import time
 from pathlib import Path
 from types import FrameType
 
+from pipeline.cli.subcommand import Subparsers
 from pipeline.errors import ConfigError
 from pipeline.shippers.sadc_cycle import ROLLOVER, SADC, CycleDaemon
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         name, help="record daily sadc activity files (rollover 00:00:05 UTC)", description=__doc__

@@ -23,20 +23,16 @@ import sys
 from functools import partial
 from typing import Any, TextIO
 
+from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
 from pipeline.reducers.service_rate import ServiceRateEstimator
 from pipeline.reducers.service_rate_sim import Scenario, Scored, SimResult, simulate, summarise
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand and its actions."""
-    p = sub.add_parser(
-        name,
-        help="online service-rate estimates and how far to trust them",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    acts = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = add_command(sub, name, "online service-rate estimates and how far to trust them", __doc__)
+    acts = add_actions(p)
     s = acts.add_parser("simulate", help="estimates on a simulated queue against the truth")
     s.add_argument("--service", choices=["det", "exp"], default="exp", help="service times")
     s.add_argument("--rho", type=float, default=0.95, help="arrival rate / service rate")

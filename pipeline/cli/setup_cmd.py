@@ -19,6 +19,7 @@ from elastic_transport import ApiError, TransportError
 
 from pipeline.alerting import WATCHER_LICENCES, install_alerting, watches
 from pipeline.cli.common import Cluster, settings_from_args
+from pipeline.cli.subcommand import Subparsers
 from pipeline.kibana import build
 from pipeline.kibana_client import Kibana, KibanaError
 from pipeline.settings import Settings
@@ -27,7 +28,7 @@ from pipeline.sink.client import Client
 from pipeline.sink.templates import install, load_templates
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         name,

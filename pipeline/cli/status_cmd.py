@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.cli.common import settings_from_args
+from pipeline.cli.subcommand import Subparsers
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.service_monitor import read_state
 from pipeline.settings import ElasticsearchSettings
@@ -22,7 +23,7 @@ from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.spool import Spool
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         name, help="show registry, spool, dead letters and the cluster", description=__doc__

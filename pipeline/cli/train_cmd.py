@@ -12,10 +12,11 @@ from pathlib import Path
 
 from pipeline.cli.common import settings_from_args
 from pipeline.cli.peer_options import add_peer_options, params_of, parse_time, peer_settings
+from pipeline.cli.subcommand import Subparsers
 from pipeline.jobs.peer_diagnosis import load, train
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(
         name, help="train peer-comparison thresholds on fault-free recordings", description=__doc__

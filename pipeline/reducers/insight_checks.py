@@ -103,13 +103,22 @@ def stdio_share(f: Facts) -> Finding:
     )
 
 
+def _intensive(read: float, written: float, total: float, writes_more: bool) -> str | None:
+    """``"write"`` or ``"read"`` when ``|written - read| / total`` is over :data:`INTENSITY`
+    and the larger side is the one ``writes_more`` asks for, else None."""
+    if not (total > 0 and abs(written - read) / total > INTENSITY):
+        return None
+    if (written > read) != writes_more:
+        return None
+    return "write" if writes_more else "read"
+
+
 def _operation_intensive(f: Facts, writes_more: bool) -> Finding:
     """P01/P02: |writes - reads| / requests over :data:`INTENSITY`, one way."""
-    reads, writes, ops = f.reads, f.writes, f.ops
-    if not (ops > 0 and abs(writes - reads) / ops > INTENSITY) or (writes > reads) != writes_more:
+    what = _intensive(f.reads, f.writes, f.ops, writes_more)
+    if what is None:
         return None
-    what = "write" if writes_more else "read"
-    return f"{what}-operation intensive: {writes:.0f} writes, {reads:.0f} reads", ()
+    return f"{what}-operation intensive: {f.writes:.0f} writes, {f.reads:.0f} reads", ()
 
 
 def write_operation_intensive(f: Facts) -> Finding:
@@ -125,10 +134,9 @@ def read_operation_intensive(f: Facts) -> Finding:
 def _size_intensive(f: Facts, writes_more: bool) -> Finding:
     """P03/P04: |bytes written - read| / bytes over :data:`INTENSITY`, one way."""
     br, bw = f.job["bytes_read"], f.job["bytes_written"]
-    total = br + bw
-    if not (total > 0 and abs(bw - br) / total > INTENSITY) or (bw > br) != writes_more:
+    what = _intensive(br, bw, br + bw, writes_more)
+    if what is None:
         return None
-    what = "write" if writes_more else "read"
     return f"{what}-size intensive: {bw} bytes written, {br} bytes read", ()
 
 

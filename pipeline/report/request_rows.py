@@ -7,6 +7,7 @@ cluster with ``--cluster``); a stitched request adds its machines and clock offs
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pipeline.reducers.canonical import Canonical
@@ -50,14 +51,8 @@ def model_dict(model: Clusterer, measured: dict[str, float]) -> dict[str, Any]:
 
 
 def offset_dict(c: ClockOffset) -> dict[str, Any]:
-    """A clock offset as JSON-able values (ns)."""
-    return {
-        "offset_ns": c.offset_ns,
-        "lower_ns": c.lower_ns,
-        "upper_ns": c.upper_ns,
-        "messages": c.messages,
-        "consistent": c.consistent,
-    }
+    """A clock offset as JSON-able values (ns): its fields, then ``consistent``."""
+    return {**dataclasses.asdict(c), "consistent": c.consistent}
 
 
 def endpoint_dict(e: Endpoint) -> dict[str, Any]:

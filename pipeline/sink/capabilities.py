@@ -9,6 +9,7 @@ message saying what that means for the user.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from elasticsearch import ApiError, Elasticsearch, TransportError
@@ -45,29 +46,34 @@ def _why(err: ApiError) -> str:
     return f"HTTP {err.status_code}: {err.message}"
 
 
-def _probe_ilm(client: Elasticsearch, flavour: str) -> tuple[bool, str | None]:
+def _probe_api(call: Callable[[], object], probe: str, missing: str) -> tuple[bool, str | None]:
+    """Whether ``call`` (an admin API's GET) is answered; on an API error it is missing: the
+    error is logged at DEBUG as the ``probe``'s and ``missing`` says what that means."""
     try:
-        client.ilm.get_lifecycle()
+        call()
     except ApiError as err:
-        log.debug("ILM probe: %s", _why(err))
-        return False, (
-            f"ILM is not available on this cluster ({flavour}): index lifecycle is not "
-            "managed; retention must be handled by hand"
-        )
+        log.debug("%s probe: %s", probe, _why(err))
+        return False, missing
     return True, None
+
+
+def _probe_ilm(client: Elasticsearch, flavour: str) -> tuple[bool, str | None]:
+    return _probe_api(
+        client.ilm.get_lifecycle,
+        "ILM",
+        f"ILM is not available on this cluster ({flavour}): index lifecycle is not "
+        "managed; retention must be handled by hand",
+    )
 
 
 def _probe_data_streams(client: Elasticsearch, flavour: str) -> tuple[bool, str | None]:
-    try:
-        client.indices.get_data_stream()
-    except ApiError as err:
-        log.debug("data stream probe: %s", _why(err))
-        return False, (
-            f"the data-stream admin API (/_data_stream) is not available on this cluster "
-            f"({flavour}): data streams are still created from the index templates, but cannot "
-            "be listed or rolled over by name"
-        )
-    return True, None
+    return _probe_api(
+        client.indices.get_data_stream,
+        "data stream",
+        f"the data-stream admin API (/_data_stream) is not available on this cluster "
+        f"({flavour}): data streams are still created from the index templates, but cannot "
+        "be listed or rolled over by name",
+    )
 
 
 def _probe_percentiles(client: Elasticsearch, flavour: str) -> tuple[bool, str | None]:

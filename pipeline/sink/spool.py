@@ -25,6 +25,7 @@ dead-letter area.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -116,13 +117,8 @@ def compact_json(obj: object) -> str:
 
 
 def ref_to_dict(ref: LineRef) -> dict[str, Any]:
-    """The JSON form of a :class:`LineRef`."""
-    return {
-        "file_key": ref.file_key,
-        "path": ref.path,
-        "line_no": ref.line_no,
-        "end_offset": ref.end_offset,
-    }
+    """The JSON form of a :class:`LineRef`: its fields by name."""
+    return dataclasses.asdict(ref)
 
 
 def ref_from_dict(data: Mapping[str, Any]) -> LineRef:
