@@ -45,8 +45,8 @@ from pipeline.jobs.fio_latency_queries import (
     superseded_query,
 )
 from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.parsers.fio_bins import BinLayout
 from pipeline.records import Document, LineRef
-from pipeline.reducers.fio_bins import BinLayout
 from pipeline.reducers.fio_window import IntervalMerger, histogram_stats
 from pipeline.settings import FioSettings
 from pipeline.sink.documents import (

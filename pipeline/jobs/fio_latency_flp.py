@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeline.jobs.fio_hits import hist_row, job_scope, layout_of
+from pipeline.parsers.fio_bins import BinLayout
 from pipeline.records import FioHistRow
-from pipeline.reducers.fio_bins import BinLayout
 from pipeline.reducers.fio_flp import FlpOptions, FlpStats, weighted_interval
 from pipeline.reducers.fio_window import percentile_key
 

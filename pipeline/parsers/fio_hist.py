@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.fio_bins import MAX_COARSENESS, BinLayout, layout_for_bins
 from pipeline.records import FioHistRow
-from pipeline.reducers.fio_bins import MAX_COARSENESS, BinLayout, layout_for_bins
 
 HEADER_FIELDS = 3  # time_ms, ddir, bs
 MAX_TIME_MS = 253402300799999  # 9999-12-31T23:59:59.999Z

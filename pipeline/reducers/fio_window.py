@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.parsers.fio_bins import BinLayout
 from pipeline.records import DDIR_NAMES, FioHistRow
-from pipeline.reducers.fio_bins import BinLayout
 from pipeline.reducers.histogram import LatencyHistogram
 
 STAT_FIELDS = ("samples", "min", "mean", "max")

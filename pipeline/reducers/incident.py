@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from pipeline.sink.documents import doc_id
+from pipeline.ids import doc_id
 
 INCIDENT_DATASET = "iolens.incident"
 

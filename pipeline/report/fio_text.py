@@ -6,8 +6,8 @@ from collections.abc import Iterator, Sequence
 from typing import Literal, TextIO
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.fio_bins import GROUP_NR_US, BinLayout
 from pipeline.parsers.fio_hist import detect_layout, is_epoch_ms
-from pipeline.reducers.fio_bins import GROUP_NR_US, BinLayout
 from pipeline.reducers.fio_flp import FlpOptions, flp_rows, format_row, header
 from pipeline.reducers.fio_window import IntervalMerger, WindowTracker
 from pipeline.shippers.logfiles import first_line, iter_rows

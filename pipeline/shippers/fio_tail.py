@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.fio_bins import BinLayout, layout_for_bins
 from pipeline.parsers.fio_hist import detect_layout, is_epoch_ms, row_from_fields, split_fields
 from pipeline.records import DDIR_NAMES, FioHistRow, LineRef
-from pipeline.reducers.fio_bins import BinLayout, layout_for_bins
 from pipeline.reducers.fio_window import WindowTracker, histogram_stats
 from pipeline.reducers.histogram import LatencyHistogram
 from pipeline.settings import FioSettings

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import IO, cast
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.fio_bins import BinLayout
 from pipeline.parsers.fio_hist import row_from_fields, split_fields
 from pipeline.records import FioHistRow
-from pipeline.reducers.fio_bins import BinLayout
 
 
 def open_log(path: str | Path) -> IO[bytes]:

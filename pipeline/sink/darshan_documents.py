@@ -16,12 +16,13 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from pipeline.ids import doc_id
 from pipeline.records import Document, LineRef
 from pipeline.reducers.darshan.critical import CriticalFile
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.insights import Insight
 from pipeline.reducers.io_diagnosis import Cause, Diagnosis
-from pipeline.sink.documents import DocContext, doc_id, iso_ms, stream_name
+from pipeline.sink.documents import DocContext, iso_ms, stream_name
 from pipeline.sink.spool import encode_json
 
 JOB_DATASET = "darshan.job"

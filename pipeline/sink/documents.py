@@ -8,8 +8,6 @@ measurement, so a replay is a 409 (``create``), never a second copy.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline import __version__
+from pipeline.ids import doc_id
 from pipeline.records import DiskSample, Document, LineRef
 
 ECS_VERSION = "8.11.0"
@@ -27,12 +26,6 @@ LATENCY_DATASET = "fio.latency"
 def stream_name(kind: str, dataset: str, namespace: str) -> str:
     """``{type}-{dataset}-{namespace}``, e.g. ``metrics-fio.histogram-default``."""
     return f"{kind}-{dataset}-{namespace}"
-
-
-def doc_id(*parts: object) -> str:
-    """A 24-character url-safe id: the first 18 bytes of sha256 over the parts."""
-    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode())
-    return base64.urlsafe_b64encode(h.digest()[:18]).decode()
 
 
 def iso_ms(epoch_ms: int | float) -> str:

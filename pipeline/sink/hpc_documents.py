@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.ids import doc_id
 from pipeline.parsers.slurm import SlurmJob
 from pipeline.records import Document, LineRef
 from pipeline.reducers.lmt import OstInterval
-from pipeline.sink.documents import DocContext, doc_id, iso_ms, stream_name
+from pipeline.sink.documents import DocContext, iso_ms, stream_name
 
 SLURM_JOB_DATASET = "slurm.job"
 LMT_OST_DATASET = "lmt.ost"

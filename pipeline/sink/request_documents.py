@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from pipeline.ids import doc_id
 from pipeline.parsers.events import Event
 from pipeline.records import Document, LineRef
 from pipeline.reducers.canonical import Canonical
 from pipeline.reducers.request_cluster import Assignment, Clusterer
 from pipeline.reducers.request_join import Request
-from pipeline.sink.documents import DocContext, doc_id, iso_ms, stream_name
+from pipeline.sink.documents import DocContext, iso_ms, stream_name
 
 REQUEST_DATASET = "iolens.request"
 MODEL_DATASET = "iolens.workload_model"

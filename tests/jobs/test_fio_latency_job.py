@@ -12,8 +12,8 @@ from elasticsearch import ConflictError
 
 from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob, layout_of, sparse_bins
 from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.parsers.fio_bins import BinLayout
 from pipeline.records import Document, LineRef
-from pipeline.reducers.fio_bins import BinLayout
 from pipeline.settings import FioSettings
 from pipeline.sink.documents import DocContext
 from pipeline.sink.search import ClusterUnavailable

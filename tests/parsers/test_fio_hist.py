@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.parsers.errors import ParseError
+from pipeline.parsers.fio_bins import BinLayout
 from pipeline.parsers.fio_hist import (
     detect_layout,
     is_epoch_ms,
@@ -14,7 +15,6 @@ from pipeline.parsers.fio_hist import (
     row_from_fields,
     split_fields,
 )
-from pipeline.reducers.fio_bins import BinLayout
 
 LOG = (
     Path(__file__).resolve().parents[1]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.parsers.fio_bins import BinLayout
 from pipeline.records import FioHistRow
-from pipeline.reducers.fio_bins import BinLayout
 from pipeline.reducers.fio_window import IntervalMerger, WindowTracker, percentile_key
 
 NS = BinLayout(29, 0, "ns")

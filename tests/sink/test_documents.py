@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pipeline.parsers.fio_bins import BinLayout
 from pipeline.records import FioHistRow, LineRef
-from pipeline.reducers.fio_bins import BinLayout
 from pipeline.reducers.fio_window import WindowTracker, histogram_stats
 from pipeline.reducers.histogram import LatencyHistogram
 from pipeline.sink.documents import (
