@@ -1,5 +1,5 @@
 """Hand-made bad input through the main job, per drop type: the corpus half of the bad-input
-promise (README "Guarantees"; the fuzzing half is ``test_fuzz_parsers.py``).
+promise (docs/operations/guarantees.md; the fuzzing half is ``test_fuzz_parsers.py``).
 
 Every case is made here, from a real good input of the repository, by damaging it the way
 files get damaged: a line cut (a file still being written, or cut by a full disk), a wrong
