@@ -43,6 +43,11 @@ class ReorderQueue:
         """Timestamp of the newest event pushed, ns (-1 before the first)."""
         self._heap: list[tuple[int, int, Event]] = []
         self._order = itertools.count()
+        self._start_attrs = (
+            {}
+            if schema is None
+            else {ev: t.start_attr for ev, t in schema.events.items() if t.start_attr is not None}
+        )
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -52,20 +57,24 @@ class ReorderQueue:
         heapq.heappush(self._heap, (e.ts_ns, next(self._order), e))
         if self._holds is not None:
             self._holds.take(e.line_no)
-        if self.schema is not None:
-            etype = self.schema.events.get(e.ev)
-            if etype is not None and etype.start_attr is not None:
-                start = e.attrs.get(etype.start_attr)
-                if isinstance(start, int) and not isinstance(start, bool):
-                    attrs = {k: v for k, v in e.attrs.items() if k != etype.start_attr}
-                    synthetic = Event(start, f"{e.ev}Start", attrs, e.line_no)
-                    heapq.heappush(self._heap, (start, next(self._order), synthetic))
-                    if self._holds is not None:
-                        self._holds.take(e.line_no)
-        self.newest = max(self.newest, e.ts_ns)
+        start_attr = self._start_attrs.get(e.ev)
+        if start_attr is not None:
+            start = e.attrs.get(start_attr)
+            if isinstance(start, int) and not isinstance(start, bool):
+                attrs = {k: v for k, v in e.attrs.items() if k != start_attr}
+                synthetic = Event(start, f"{e.ev}Start", attrs, e.line_no)
+                heapq.heappush(self._heap, (start, next(self._order), synthetic))
+                if self._holds is not None:
+                    self._holds.take(e.line_no)
+        if e.ts_ns > self.newest:
+            self.newest = e.ts_ns
+        heap = self._heap
+        due_ns = self.newest - self.window_ns
+        if heap[0][0] > due_ns:
+            return []
         due: list[Event] = []
-        while self._heap and self._heap[0][0] <= self.newest - self.window_ns:
-            due.append(heapq.heappop(self._heap)[2])
+        while heap and heap[0][0] <= due_ns:
+            due.append(heapq.heappop(heap)[2])
         return due
 
     def drain(self) -> list[Event]:
