@@ -51,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from array import array
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,40 +145,40 @@ def worker(stage: str, path: Path, root: Path, keep_forms: bool = False) -> int:
 
 
 def extract_worker(schema: Any, path: Path, cluster: bool) -> dict[str, Any]:
-    """Extract (and cluster each request as it comes, keeping its cluster and distance only)."""
+    """Extract (and, with ``cluster``, place each request in the model as it comes with
+    ``cluster_stream``, which keeps its cluster and distance only)."""
     from pipeline.parsers.events import parse_events
     from pipeline.reducers.canonical import canonical
-    from pipeline.reducers.request_cluster import Clusterer
     from pipeline.reducers.request_join import RequestParser, merge_streams
 
     start = time.process_time()
     parser = RequestParser(schema)
-    model = Clusterer()
-    clusters, distances = array("l"), array("d")
-    requests = 0
-    with open(path, "rb") as fh:
-        for e in merge_streams([parse_events(fh, str(path))], schema):
-            for r in parser.feed(e):
-                requests += 1
-                if cluster:
-                    a = model.add(canonical(r, schema))
-                    clusters.append(a.cluster)
-                    distances.append(a.distance)
-    requests += len(parser.close())
-    out: dict[str, Any] = {
+
+    def requests() -> Iterator[Any]:
+        with open(path, "rb") as fh:
+            for e in merge_streams([parse_events(fh, str(path))], schema):
+                yield from parser.feed(e)
+
+    out: dict[str, Any] = {}
+    if cluster:
+        from pipeline.reducers.request_cluster import cluster_stream
+
+        model, clusters, distances = cluster_stream(canonical(r, schema) for r in requests())
+        n = len(clusters)
+        out = {
+            "clusters": len(model.clusters),
+            "sizes": [cl.size for cl in model.clusters],
+            "outliers": sum(map(model.is_outlier, clusters, distances)),
+        }
+    else:
+        n = sum(1 for _r in requests())
+    n += len(parser.close())
+    return out | {
         "events": parser.stats.events,
-        "requests": requests,
+        "requests": n,
         "incomplete": parser.stats.incomplete,
         "extract_cpu_s": time.process_time() - start,
     }
-    if cluster:
-        outliers = sum(map(model.is_outlier, clusters, distances))
-        out |= {
-            "clusters": len(model.clusters),
-            "sizes": [cl.size for cl in model.clusters],
-            "outliers": outliers,
-        }
-    return out
 
 
 def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:

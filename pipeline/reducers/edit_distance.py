@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pipeline.reducers.canonical import Canonical
+
 Vector = tuple[tuple[str, float], ...]
 Item = tuple[str, Vector]
 """A token as the distance sees it: its kind and its weighted resource amounts."""
@@ -168,3 +170,48 @@ def _programme(p: Profile, q: Profile, cutoff: float) -> float:
             return INF
         prev = cur
     return prev[-1]
+
+
+def _weight(name: str) -> float:
+    if name.endswith("_ns"):
+        return 1e-6
+    if name.endswith("_bytes"):
+        return 1 / 1024
+    return 1.0
+
+
+_WEIGHTS: dict[str, float] = {}
+
+
+def items(c: Canonical) -> tuple[Item, ...]:
+    """The tokens of ``c`` in the distance's units (ms of CPU, KiB)."""
+    out: list[Item] = []
+    weights = _WEIGHTS
+    for t in c.tokens:
+        if not t.resources:
+            out.append((t.kind, ()))
+            continue
+        vector = []
+        for k, v in sorted(t.resources.items()):
+            w = weights.get(k)
+            if w is None:
+                w = weights[k] = _weight(k)
+            vector.append((k, v * w))
+        out.append((t.kind, tuple(vector)))
+    return tuple(out)
+
+
+def mass(a: Sequence[Item], c0: float = 1.0) -> float:
+    """What deleting every token of ``a`` costs. Each edit changes the mass by at most its
+    cost, so ``|mass(a) - mass(b)|`` is a lower bound of :func:`distance`."""
+    return sum(c0 + norm(r) for _k, r in a)
+
+
+def distance(a: Sequence[Item], b: Sequence[Item], c0: float = 1.0) -> float:
+    """The resource-weighted edit distance between two serialised requests (the cost model of
+    :mod:`pipeline.reducers.request_cluster`; computed by :func:`bounded_distance`).
+
+    Symmetric, 0 only for equal sequences, at least ``|mass(a) - mass(b)|`` and at most the
+    cost of deleting one and inserting the other.
+    """
+    return bounded_distance(profile(a, c0), profile(b, c0))

@@ -27,6 +27,7 @@ cluster's mean distance (and than ``threshold / 4``), or alone in its cluster.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +40,10 @@ from pipeline.reducers.edit_distance import (
     Profile,
     Vector,
     bounded_distance,
+    distance,
+    items,
     lower_bound,
-    norm,
+    mass,
     profile,
 )
 
@@ -51,57 +54,13 @@ __all__ = [
     "Item",
     "Vector",
     "cluster_all",
+    "cluster_stream",
     "distance",
     "items",
     "mass",
     "purity",
     "total_resources",
 ]
-
-
-def _weight(name: str) -> float:
-    if name.endswith("_ns"):
-        return 1e-6
-    if name.endswith("_bytes"):
-        return 1 / 1024
-    return 1.0
-
-
-_WEIGHTS: dict[str, float] = {}
-
-
-def items(c: Canonical) -> tuple[Item, ...]:
-    """The tokens of ``c`` in the distance's units (ms of CPU, KiB)."""
-    out: list[Item] = []
-    weights = _WEIGHTS
-    for t in c.tokens:
-        if not t.resources:
-            out.append((t.kind, ()))
-            continue
-        vector = []
-        for k, v in sorted(t.resources.items()):
-            w = weights.get(k)
-            if w is None:
-                w = weights[k] = _weight(k)
-            vector.append((k, v * w))
-        out.append((t.kind, tuple(vector)))
-    return tuple(out)
-
-
-def mass(a: Sequence[Item], c0: float = 1.0) -> float:
-    """What deleting every token of ``a`` costs. Each edit changes the mass by at most its
-    cost, so ``|mass(a) - mass(b)|`` is a lower bound of :func:`distance`."""
-    return sum(c0 + norm(r) for _k, r in a)
-
-
-def distance(a: Sequence[Item], b: Sequence[Item], c0: float = 1.0) -> float:
-    """The resource-weighted edit distance between two serialised requests (module docstring;
-    computed by :func:`pipeline.reducers.edit_distance.bounded_distance`).
-
-    Symmetric, 0 only for equal sequences, at least ``|mass(a) - mass(b)|`` and at most the
-    cost of deleting one and inserting the other.
-    """
-    return bounded_distance(profile(a, c0), profile(b, c0))
 
 
 @dataclass
@@ -354,6 +313,27 @@ def cluster_all(
         model.add(c)
     final = [model.nearest(c) for c in reqs]
     return model, final, [model.is_outlier(a.cluster, a.distance) for a in final]
+
+
+def cluster_stream(
+    requests: Iterable[Canonical], threshold: float = 2.0, c0: float = 1.0
+) -> tuple[Clusterer, array[int], array[float]]:
+    """Online: place each request as it comes and keep only where it went, so that memory
+    grows by 16 bytes a request, not by its canonical form (:func:`cluster_all` keeps every
+    form for its final pass).
+
+    Returns:
+        The clusterer (the model) and, per request in order, its cluster and its distance to
+        that cluster's representative when it was placed: its outlier flag against the final
+        model is ``model.is_outlier(cluster, distance)``.
+    """
+    model = Clusterer(threshold, c0)
+    clusters, distances = array("q"), array("d")
+    for c in requests:
+        a = model.add(c)
+        clusters.append(a.cluster)
+        distances.append(a.distance)
+    return model, clusters, distances
 
 
 def total_resources(forms: Iterable[Canonical]) -> dict[str, float]:

@@ -61,13 +61,13 @@ def _dist(d: float) -> float:
 
 
 def outcome(n: int = COPIES) -> dict[str, Any]:
-    """Extract, canonicalise and cluster (online, then each request against the final model)
-    the log repeated ``n`` times; counts, per-cluster figures and digests of every request's
-    lines, resources, canonical form, assignments and outlier flag."""
+    """Extract, canonicalise and cluster (online with ``cluster_stream``, then each request
+    against the final model) the log repeated ``n`` times; counts, per-cluster figures and
+    digests of every request's lines, resources, canonical form, assignments and outlier flag."""
     from pipeline.parsers.event_schema import event_schema
     from pipeline.parsers.events import parse_events
     from pipeline.reducers.canonical import canonical
-    from pipeline.reducers.request_cluster import Clusterer
+    from pipeline.reducers.request_cluster import cluster_stream
     from pipeline.reducers.request_join import RequestParser, merge_streams
 
     schema = event_schema(yaml.safe_load(SCHEMA_PATH.read_text()), str(SCHEMA_PATH))
@@ -77,8 +77,8 @@ def outcome(n: int = COPIES) -> dict[str, Any]:
         reqs += parser.feed(e)
     reqs += parser.close()
     forms = [canonical(r, schema) for r in reqs]
-    model = Clusterer()
-    online = [model.add(f) for f in forms]
+    model, clusters, distances = cluster_stream(iter(forms))
+    online = list(zip(clusters, distances, strict=True))
     final = [model.nearest(f) for f in forms]
     types = [str(r.seed.attrs.get("_type")) for r in reqs]
     return {
@@ -89,7 +89,7 @@ def outcome(n: int = COPIES) -> dict[str, Any]:
         "representatives": [cl.representative.text() for cl in model.clusters],
         "diameters": [_dist(cl.diameter) for cl in model.clusters],
         "cluster_types": [
-            sorted({t for t, a in zip(types, online, strict=True) if a.cluster == cl.id})
+            sorted({t for t, (n, _d) in zip(types, online, strict=True) if n == cl.id})
             for cl in model.clusters
         ],
         "requests_sha256": _digest(
@@ -97,9 +97,9 @@ def outcome(n: int = COPIES) -> dict[str, Any]:
         ),
         "forms_sha256": _digest([f.to_json() for f in forms]),
         "texts_sha256": _digest([f.text() for f in forms]),
-        "online_sha256": _digest([[a.cluster, _dist(a.distance)] for a in online]),
+        "online_sha256": _digest([[n, _dist(d)] for n, d in online]),
         "final_sha256": _digest([[a.cluster, _dist(a.distance)] for a in final]),
-        "outliers_sha256": _digest([model.is_outlier(a.cluster, a.distance) for a in online]),
+        "outliers_sha256": _digest([model.is_outlier(n, d) for n, d in online]),
     }
 
 
