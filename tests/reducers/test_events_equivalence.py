@@ -1,10 +1,11 @@
 """The event-log path gives the same requests, canonical forms and cluster assignments as the
 code it replaced, on the test server's log (``tests/data/events/http_server_6x50.jsonl``,
-repeated 20 times with jittered CPU), and the same distances as the reference dynamic
-programme on arbitrary token sequences."""
+repeated 20 times with jittered CPU), the same distances as the reference dynamic programme
+on arbitrary token sequences, and the same order out of the reorder queue as one heap."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import sys
 from collections.abc import Sequence
@@ -15,6 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.parsers.events import Event
+from pipeline.reducers.event_order import ReorderQueue
 from pipeline.reducers.request_cluster import Item, distance
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -70,3 +73,28 @@ TOKENS = st.lists(
 @settings(max_examples=500, deadline=None)
 def test_the_distance_is_the_reference_programmes(a: Any, b: Any, c0: float) -> None:
     assert distance(a, b, c0) == pytest.approx(reference_distance(a, b, c0), rel=1e-12, abs=1e-9)
+
+
+def reference_reorder(ts: list[int], window_ns: int) -> list[list[int]]:
+    """What each push released, then the drain, with one heap (the queue as first written)."""
+    heap: list[tuple[int, int]] = []
+    newest, out = -1, []
+    for n, t in enumerate(ts):
+        heapq.heappush(heap, (t, n))
+        newest = max(newest, t)
+        due = []
+        while heap and heap[0][0] <= newest - window_ns:
+            due.append(heapq.heappop(heap)[1])
+        out.append(due)
+    out.append([heapq.heappop(heap)[1] for _ in range(len(heap))])
+    return out
+
+
+@given(st.lists(st.integers(0, 60), max_size=80), st.integers(0, 20))
+@settings(max_examples=400, deadline=None)
+def test_the_reorder_queue_releases_what_one_heap_did(ts: list[int], window_ns: int) -> None:
+    queue = ReorderQueue(window_ns)
+    got = [[e.line_no for e in queue.push(Event(t, "X", {}, n))] for n, t in enumerate(ts)]
+    got.append([e.line_no for e in queue.drain()])
+    assert got == reference_reorder(ts, window_ns)
+    assert len(queue) == 0
