@@ -338,6 +338,83 @@ def report(results: dict[str, Any], n: int, size: int) -> None:
         )
 
 
+PHASES = (
+    ("parse (JSON line -> event)", "pipeline.shippers.events_tail", "parse_event_line"),
+    ("reorder queue", "pipeline.reducers.event_order", "ReorderQueue.push"),
+    (
+        "join (temporal join, requests built)",
+        "pipeline.reducers.request_join",
+        "RequestParser.feed",
+    ),
+    ("canonical form", "pipeline.shippers.events_tail", "canonical"),
+    ("clustering (workload model)", "pipeline.shippers.workload_model", "WorkloadModel.place"),
+    ("document built", "pipeline.shippers.events_tail", "request_document"),
+)
+"""The shipping path's phases timed by ``--phases``: (label, module, function or method)."""
+
+
+def phases_worker(path: Path, root: Path) -> int:
+    """Child process: the tail stage with each phase of :data:`PHASES` wrapped in a timer;
+    prints the time of each (wall clock, the process being single-threaded) and the CPU time
+    of the whole stage as JSON. What the phases leave is the
+    per-line work (line holds, cursors, results) and the benchmark's delivery (encoding the
+    documents, acknowledging and committing lines)."""
+    import importlib
+    from collections.abc import Callable
+
+    sys.path.insert(0, str(root))
+    import yaml
+
+    from pipeline.parsers.event_schema import event_schema
+
+    spent: dict[str, float] = {}
+    clock = time.perf_counter  # the thread is alone: wall ~ CPU, and far cheaper to read
+
+    def timed(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + clock() - t
+
+        return wrapper
+
+    for label, module, name in PHASES:
+        owner: Any = importlib.import_module(module)
+        if "." in name:
+            cls, name = name.split(".")
+            owner = getattr(owner, cls)
+        setattr(owner, name, timed(label, getattr(owner, name)))
+    schema = event_schema(yaml.safe_load(SCHEMA.read_text()), str(SCHEMA))
+    out = tail_worker(schema, path)
+    print(json.dumps(out | {"phases_cpu_s": spent}))
+    return 0
+
+
+def print_phases(results: dict[str, dict[str, Any]], n: int) -> None:
+    """Where each us of the shipping path goes, per tree (``--phases``)."""
+    tags = list(results)
+    console.print("\n[b]The shipping path, us of CPU per event by phase[/b] (nested timers: ")
+    console.print("the join's own time excludes nothing; each phase is timed where it is called)")
+    console.print("| phase | " + " | ".join(tags) + " |")
+    console.print("|---" * (1 + len(tags)) + "|")
+    for label, _module, _name in PHASES:
+        cells = [f"{results[t]['phases_cpu_s'].get(label, 0.0) / n * 1e6:.2f}" for t in tags]
+        console.print(f"| {label} | " + " | ".join(cells) + " |")
+    rest = [
+        (results[t]["extract_cpu_s"] - sum(results[t]["phases_cpu_s"].values())) / n * 1e6
+        for t in tags
+    ]
+    console.print(
+        "| the rest (line holds, cursors, results; encoding, acks, commits) | "
+        + " | ".join(f"{r:.2f}" for r in rest)
+        + " |"
+    )
+    totals = [f"{results[t]['extract_cpu_s'] / n * 1e6:.2f}" for t in tags]
+    console.print("| whole stage (timers included) | " + " | ".join(totals) + " |")
+
+
 def profile_stage(stage: str, log: Path) -> int:
     """cProfile of one stage in this process (this tree's code): the 40 costliest functions
     by cumulative time, then by own time."""
@@ -358,11 +435,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--before", default=BEFORE, help="commit to compare with ('none': skip)")
     p.add_argument("--record", action="store_true", help="record the test server again")
     p.add_argument("--profile", choices=["extract", "cluster", "tail"], help="profile a stage")
-    p.add_argument("--worker", choices=["extract", "cluster", "tail"], help=argparse.SUPPRESS)
+    p.add_argument("--phases", action="store_true", help="time the shipping path's phases")
+    p.add_argument(
+        "--worker", choices=["extract", "cluster", "tail", "phases"], help=argparse.SUPPRESS
+    )
     p.add_argument("--log", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     p.add_argument("--keep-forms", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.worker == "phases":
+        return phases_worker(args.log, args.root)
     if args.worker:
         return worker(args.worker, args.log, args.root, args.keep_forms)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
@@ -377,6 +459,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.before != "none":
         roots = {"before": before_tree(args.before), "after": ROOT}
     results: dict[str, Any] = {"events": n, "bytes": size, "recorded": len(base)}
+    if args.phases:
+        got = {tag: run_stage("phases", log, root, tag) for tag, root in roots.items()}
+        if any(g is None for g in got.values()):
+            return 1
+        print_phases({t: g for t, g in got.items() if g is not None}, n)
+        (OUT_DIR / "phases.json").write_text(json.dumps(got, indent=2))
+        return 0
     for tag, root in roots.items():
         results[tag] = {}
         for stage in ("extract", "cluster", "tail"):
