@@ -79,7 +79,7 @@ BEFORE = "3bba851"
 TARGET_US = 5.0
 """CPU per event the whole shipping path should cost at most (us)."""
 MIB = 2**20
-console = Console()
+console = Console(width=250)
 
 
 def record(tmp: Path, again: bool) -> list[dict[str, Any]]:
