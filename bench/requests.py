@@ -11,12 +11,22 @@ its own connections, threads, tasks and RPCs, until there are ``--events`` of th
 1,000,000). Each stage runs in a child process (``proc_measure``: wall, CPU, peak RSS):
 
 1. **extract**: read the JSON lines, reorder, join into requests (``RequestParser``);
-2. **extract + cluster**: the same, then the canonical form of every request and the
-   incremental clustering (``Clusterer``), then the outlier flags against the final model;
+2. **extract + cluster**: the same, the canonical form of each request placed in the
+   incremental clustering (``Clusterer``) as it comes, then the outlier flags against the final
+   model from each request's cluster and distance kept as they were computed (``--keep-forms``,
+   used for the code before: every canonical form kept and clustered at the end, as the stage
+   was first written);
 3. **tail**: what the shipper does per line of an ``events`` drop (``EventsTail``): read
    complete lines in 4 MiB chunks, parse, reorder, join with line holds, build and encode each
    request's document, place it in the workload model, and settle lines in an
-   ``AckTracker`` as if every document were acknowledged at once (no Elasticsearch).
+   ``AckTracker`` as if every document were acknowledged at once, committing (and popping the
+   lines' cursors) after each chunk as the delivery does after a bulk response (no
+   Elasticsearch).
+
+Every stage runs on this tree's ``pipeline`` and on that of the commit ``--before`` (default:
+the one before the event path was made faster), checked out with ``git worktree`` under
+``bench/out/requests/``, so the two are measured in the same run on the same log; the two take
+turns, ``--rounds`` times (3), and the run of median CPU time is reported.
 
 The online figures are derived: CPU per event times the seed's online rate (1.2 M events in
 120 s) gives the share of one CPU iolens would need for that stream, for the parser alone and
@@ -24,8 +34,11 @@ for the whole shipping path.
 
 Usage::
 
-    .venv/bin/python bench/requests.py                  # 1,000,000 events
+    .venv/bin/python bench/requests.py                  # 1,000,000 events, before and after, x3
     .venv/bin/python bench/requests.py --events 200000  # quicker
+    .venv/bin/python bench/requests.py --before none    # this tree only
+    .venv/bin/python bench/requests.py --phases         # the shipping path's time by phase
+    .venv/bin/python bench/requests.py --profile tail   # cProfile of one stage, then stop
 
 Everything it writes goes to ``bench/out/requests/`` (git-ignored).
 """
@@ -33,10 +46,14 @@ Everything it writes goes to ``bench/out/requests/`` (git-ignored).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +76,28 @@ SEED = {
 }
 """Seed 002, section 3: Magpie's parser, online and offline."""
 ID_ATTRS = ("conn", "task", "rpc", "_conn")
+BEFORE = "3bba851"
+"""The commit before the event path was made faster (bench/README.md)."""
+TARGET_US = 5.0
+"""CPU per event the whole shipping path should cost at most (us)."""
 MIB = 2**20
-console = Console()
+console = Console(width=250)
 
 
-def record(tmp: Path) -> list[dict[str, Any]]:
-    """A real run of the test server: 6 clients x 50 requests; its events as dicts."""
+def record(tmp: Path, again: bool) -> list[dict[str, Any]]:
+    """A real run of the test server: 6 clients x 50 requests; its events as dicts, kept in
+    ``recorded.jsonl`` and reused unless ``again``."""
+    kept = OUT_DIR / "recorded.jsonl"
+    if kept.exists() and not again:
+        return [orjson.loads(line) for line in kept.read_bytes().splitlines()]
     sys.path.insert(0, str(ROOT / "tests" / "workloads"))
     from http_client import serve  # the test suite's client
 
+    console.log("recording the test server: 6 clients x 50 requests")
     run = serve(tmp, 6, 50, 7)
-    return [{"ts": e.ts_ns, "ev": e.ev, **e.attrs} for e in run.events]
+    events = [{"ts": e.ts_ns, "ev": e.ev, **e.attrs} for e in run.events]
+    kept.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    return events
 
 
 def multiply(events: list[dict[str, Any]], total: int, path: Path) -> tuple[int, int]:
@@ -99,54 +127,91 @@ def multiply(events: list[dict[str, Any]], total: int, path: Path) -> tuple[int,
     return written, size
 
 
-def worker(stage: str, path: Path) -> int:
-    """Child process: one stage over the log; prints its counts and stage times as JSON."""
-    sys.path.insert(0, str(ROOT))
+def worker(stage: str, path: Path, root: Path, keep_forms: bool = False) -> int:
+    """Child process: one stage over the log with the ``pipeline`` of ``root``; prints its
+    counts and stage times as JSON."""
+    sys.path.insert(0, str(root))
     import yaml
 
     from pipeline.parsers.event_schema import event_schema
+
+    schema = event_schema(yaml.safe_load(SCHEMA.read_text()), str(SCHEMA))
+    if stage == "tail":
+        out = tail_worker(schema, path)
+    elif keep_forms and stage == "cluster":
+        out = cluster_kept(schema, path)
+    else:
+        out = extract_worker(schema, path, cluster=stage == "cluster")
+    print(json.dumps(out))
+    return 0
+
+
+def extract_worker(schema: Any, path: Path, cluster: bool) -> dict[str, Any]:
+    """Extract (and, with ``cluster``, place each request in the model as it comes with
+    ``cluster_stream``, which keeps its cluster and distance only)."""
+    from pipeline.parsers.events import parse_events
+    from pipeline.reducers.canonical import canonical
+    from pipeline.reducers.request_join import RequestParser, merge_streams
+
+    start = time.process_time()
+    parser = RequestParser(schema)
+
+    def requests() -> Iterator[Any]:
+        with open(path, "rb") as fh:
+            for e in merge_streams([parse_events(fh, str(path))], schema):
+                yield from parser.feed(e)
+
+    out: dict[str, Any] = {}
+    if cluster:
+        from pipeline.reducers.request_cluster import cluster_stream
+
+        model, clusters, distances = cluster_stream(canonical(r, schema) for r in requests())
+        n = len(clusters)
+        out = {
+            "clusters": len(model.clusters),
+            "sizes": [cl.size for cl in model.clusters],
+            "outliers": sum(map(model.is_outlier, clusters, distances)),
+        }
+    else:
+        n = sum(1 for _r in requests())
+    n += len(parser.close())
+    return out | {
+        "events": parser.stats.events,
+        "requests": n,
+        "incomplete": parser.stats.incomplete,
+        "extract_cpu_s": time.process_time() - start,
+    }
+
+
+def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:
+    """The cluster stage as first written: every canonical form kept, clustered at the end."""
     from pipeline.parsers.events import parse_events
     from pipeline.reducers.canonical import canonical
     from pipeline.reducers.request_cluster import Clusterer
     from pipeline.reducers.request_join import RequestParser, merge_streams
 
-    schema = event_schema(yaml.safe_load(SCHEMA.read_text()), str(SCHEMA))
-    if stage == "tail":
-        return tail_worker(schema, path)
     start = time.process_time()
     parser = RequestParser(schema)
-    requests = 0
     forms = []
     with open(path, "rb") as fh:
         for e in merge_streams([parse_events(fh, str(path))], schema):
-            for r in parser.feed(e):
-                requests += 1
-                if stage == "cluster":
-                    forms.append(canonical(r, schema))
-    requests += len(parser.close())
-    extract_cpu = time.process_time() - start
-    out: dict[str, Any] = {
+            forms += [canonical(r, schema) for r in parser.feed(e)]
+    closed = len(parser.close())
+    model = Clusterer()
+    assignments = [model.add(c) for c in forms]
+    outliers = sum(model.is_outlier(a.cluster, a.distance) for a in assignments)
+    return {
         "events": parser.stats.events,
-        "requests": requests,
+        "requests": len(forms) + closed,
         "incomplete": parser.stats.incomplete,
-        "extract_cpu_s": extract_cpu,
+        "extract_cpu_s": time.process_time() - start,
+        "clusters": len(model.clusters),
+        "sizes": [cl.size for cl in model.clusters],
+        "outliers": outliers,
     }
-    if stage == "cluster":
-        start = time.process_time()
-        model = Clusterer()
-        assignments = [model.add(c) for c in forms]
-        outliers = sum(model.is_outlier(a.cluster, a.distance) for a in assignments)
-        out |= {
-            "cluster_cpu_s": time.process_time() - start,
-            "clusters": len(model.clusters),
-            "sizes": [cl.size for cl in model.clusters],
-            "outliers": outliers,
-        }
-    print(json.dumps(out))
-    return 0
 
 
-def tail_worker(schema: Any, path: Path) -> int:
+def tail_worker(schema: Any, path: Path) -> dict[str, Any]:
     """Child process: the ``events`` drop's shipping path over the log (module docstring)."""
     from pipeline.delivery.acks import AckTracker
     from pipeline.settings import RequestsSettings
@@ -174,8 +239,12 @@ def tail_worker(schema: Any, path: Path) -> int:
             encoded += len(orjson.dumps(doc.source))
             for ref in doc.refs:
                 acks.ack("bench", ref.end_offset)
+
+    def commit() -> None:
+        nonlocal committed
         while (c := acks.committable("bench")) is not None:
             committed = c
+            tail.take_snapshot(c[0])
 
     offset = 0
     while (chunk := read_complete_lines(path, offset, 4 << 20)).lines:
@@ -183,101 +252,251 @@ def tail_worker(schema: Any, path: Path) -> int:
             waits = len(res.docs) if res.pending is None else res.pending
             acks.track("bench", res.ref.line_no, res.ref.end_offset, waits)
             settle(res.docs, res.holds, res.releases)
+        commit()
         offset = chunk.next_offset
     rel = tail.idle(time.time() + 1e6, ctx, final=True)
     settle(rel.docs, rel.holds, rel.releases)
+    commit()
     cpu = time.process_time() - start
-    print(
-        json.dumps(
-            {
-                "events": tail.stats.events,
-                "requests": docs,
-                "document_bytes": encoded,
-                "committed_lines": committed[1],
-                "clusters": len(model.clusterer.clusters),
-                "sizes": [cl.size for cl in model.clusterer.clusters],
-                "forms": [cl.representative.text() for cl in model.clusterer.clusters],
-                "extract_cpu_s": cpu,
-            }
+    return {
+        "events": tail.stats.events,
+        "requests": docs,
+        "document_bytes": encoded,
+        "committed_lines": committed[1],
+        "clusters": len(model.clusterer.clusters),
+        "sizes": [cl.size for cl in model.clusterer.clusters],
+        "forms": [cl.representative.text() for cl in model.clusterer.clusters],
+        "extract_cpu_s": cpu,
+    }
+
+
+def before_tree(rev: str) -> Path:
+    """A checkout of ``rev`` (``git worktree add --detach``) beside the outputs, made once."""
+    tree = OUT_DIR / f"before-{rev}"
+    if not (tree / "pipeline").is_dir():
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
+            check=True,
+            capture_output=True,
         )
+    return tree
+
+
+def run_stage(stage: str, log: Path, root: Path, tag: str) -> dict[str, Any] | None:
+    """One stage in a child process; its JSON output with wall, CPU and peak RSS."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", stage, "--log", str(log)]
+    cmd += ["--root", str(root)] + (["--keep-forms"] if tag == "before" else [])
+    m = measure(cmd, OUT_DIR / f"{stage}-{tag}.out", OUT_DIR / f"{stage}-{tag}.err", timeout_s=1800)
+    if not m.ok:
+        console.print(f"[red]{stage} ({tag}) failed[/red]: {m.stderr.read_text()[-2000:]}")
+        return None
+    got: dict[str, Any] = json.loads(m.stdout.read_text())
+    return got | {
+        "wall_s": m.wall_s,
+        "cpu_s": m.user_s + m.sys_s,
+        "peak_rss_bytes": m.max_rss_bytes,
+    }
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median CPU time, with every run's CPU and wall time beside it."""
+    ordered = sorted(runs, key=lambda r: r["extract_cpu_s"])
+    return ordered[len(ordered) // 2] | {
+        "cpu_s_runs": [r["extract_cpu_s"] for r in runs],
+        "wall_s_runs": [r["wall_s"] for r in runs],
+    }
+
+
+def report(results: dict[str, Any], n: int, size: int) -> None:
+    """The side-by-side table and the ratios against the seed's figures."""
+    mb = size / 1e6
+    seed_rate = SEED["online_events"] / SEED["online_s"]
+    seed_mbs = SEED["offline_mb"] / SEED["offline_s"]
+    tags = [t for t in ("before", "after") if t in results]
+    console.print(f"\n[b]{n:,} events ({mb:.0f} MB), CPU per event of each stage[/b]")
+    console.print(
+        "| stage | "
+        + " | ".join(f"{t} us/event | {t} MB/s | {t} peak MiB" for t in tags)
+        + " |"
+        + (" before/after |" if len(tags) == 2 else "")
     )
+    console.print("|---" * (1 + 3 * len(tags) + (len(tags) == 2)) + "|")
+    for stage in ("extract", "cluster", "tail"):
+        cells = []
+        for t in tags:
+            r = results[t][stage]
+            cells += [
+                f"{r['extract_cpu_s'] / n * 1e6:.1f}",
+                f"{mb / r['wall_s']:.1f}",
+                f"{r['peak_rss_bytes'] / MIB:.0f}",
+            ]
+        if len(tags) == 2:
+            b, a = (results[t][stage]["extract_cpu_s"] for t in tags)
+            cells.append(f"{b / a:.2f}x")
+        console.print(f"| {stage} | " + " | ".join(cells) + " |")
+    for t in tags:
+        ex, tl, cl = (results[t][s] for s in ("extract", "tail", "cluster"))
+        ex_us, tail_us = ex["extract_cpu_s"] / n * 1e6, tl["extract_cpu_s"] / n * 1e6
+        mbs = mb / ex["wall_s"]
+        console.print(
+            f"{t}: offline extraction {mbs:.1f} MB/s = {mbs / seed_mbs:.2f}x Magpie's "
+            f"{seed_mbs:.1f} (target 2x); extraction {ex_us:.1f} us/event = "
+            f"{seed_rate * ex_us / 1e6:.1%} of a CPU at the seed's 10,000 events/s (Magpie "
+            f"3.5 %); shipping path {tail_us:.1f} us/event = {seed_rate * tail_us / 1e6:.1%} "
+            f"of a CPU, {tail_us / TARGET_US:.1f}x the {TARGET_US:.0f} us target; clusters "
+            f"{cl['sizes']}, outliers {cl['outliers']}; {tl['requests']:,} documents, every "
+            f"line committed: {tl['committed_lines'] == n}"
+        )
+
+
+PHASES = (
+    ("parse (JSON line -> event)", "pipeline.shippers.events_tail", "parse_event_line"),
+    ("reorder queue", "pipeline.reducers.event_order", "ReorderQueue.push"),
+    (
+        "join (temporal join, requests built)",
+        "pipeline.reducers.request_join",
+        "RequestParser.feed",
+    ),
+    ("canonical form", "pipeline.shippers.events_tail", "canonical"),
+    ("clustering (workload model)", "pipeline.shippers.workload_model", "WorkloadModel.place"),
+    ("document built", "pipeline.shippers.events_tail", "request_document"),
+)
+"""The shipping path's phases timed by ``--phases``: (label, module, function or method)."""
+
+
+def phases_worker(path: Path, root: Path) -> int:
+    """Child process: the tail stage with each phase of :data:`PHASES` wrapped in a timer;
+    prints the time of each (wall clock, the process being single-threaded) and the CPU time
+    of the whole stage as JSON. What the phases leave is the
+    per-line work (line holds, cursors, results) and the benchmark's delivery (encoding the
+    documents, acknowledging and committing lines)."""
+    import importlib
+    from collections.abc import Callable
+
+    sys.path.insert(0, str(root))
+    import yaml
+
+    from pipeline.parsers.event_schema import event_schema
+
+    spent: dict[str, float] = {}
+    clock = time.perf_counter  # the thread is alone: wall ~ CPU, and far cheaper to read
+
+    def timed(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + clock() - t
+
+        return wrapper
+
+    for label, module, name in PHASES:
+        owner: Any = importlib.import_module(module)
+        if "." in name:
+            cls, name = name.split(".")
+            owner = getattr(owner, cls)
+        setattr(owner, name, timed(label, getattr(owner, name)))
+    schema = event_schema(yaml.safe_load(SCHEMA.read_text()), str(SCHEMA))
+    out = tail_worker(schema, path)
+    print(json.dumps(out | {"phases_cpu_s": spent}))
+    return 0
+
+
+def print_phases(results: dict[str, dict[str, Any]], n: int) -> None:
+    """Where each us of the shipping path goes, per tree (``--phases``)."""
+    tags = list(results)
+    console.print("\n[b]The shipping path, us per event by phase[/b] (each phase timed where the")
+    console.print(
+        "shipper calls it, wall clock of a single-threaded process; ~0.3 us a call added)"
+    )
+    console.print("| phase | " + " | ".join(tags) + " |")
+    console.print("|---" * (1 + len(tags)) + "|")
+    for label, _module, _name in PHASES:
+        cells = [f"{results[t]['phases_cpu_s'].get(label, 0.0) / n * 1e6:.2f}" for t in tags]
+        console.print(f"| {label} | " + " | ".join(cells) + " |")
+    rest = [
+        (results[t]["extract_cpu_s"] - sum(results[t]["phases_cpu_s"].values())) / n * 1e6
+        for t in tags
+    ]
+    console.print(
+        "| the rest (line holds, cursors, results; encoding, acks, commits) | "
+        + " | ".join(f"{r:.2f}" for r in rest)
+        + " |"
+    )
+    totals = [f"{results[t]['extract_cpu_s'] / n * 1e6:.2f}" for t in tags]
+    console.print("| whole stage (timers included) | " + " | ".join(totals) + " |")
+
+
+def profile_stage(stage: str, log: Path) -> int:
+    """cProfile of one stage in this process (this tree's code): the 40 costliest functions
+    by cumulative time, then by own time."""
+    prof = cProfile.Profile()
+    prof.runcall(worker, stage, log, ROOT)
+    stats = pstats.Stats(prof)
+    stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("tottime").print_stats(25)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Record, multiply, run both stages, print the table beside the seed's figures."""
+    """Record, multiply, run every stage before and after, print them beside the seed's."""
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--events", type=int, default=1_000_000, help="events in the log")
-    p.add_argument("--worker", choices=["extract", "cluster", "tail"], help=argparse.SUPPRESS)
+    p.add_argument("--before", default=BEFORE, help="commit to compare with ('none': skip)")
+    p.add_argument("--record", action="store_true", help="record the test server again")
+    p.add_argument("--profile", choices=["extract", "cluster", "tail"], help="profile a stage")
+    p.add_argument("--phases", action="store_true", help="time the shipping path's phases")
+    p.add_argument("--rounds", type=int, default=3, help="runs of each stage (the median)")
+    p.add_argument(
+        "--worker", choices=["extract", "cluster", "tail", "phases"], help=argparse.SUPPRESS
+    )
     p.add_argument("--log", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    p.add_argument("--keep-forms", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.worker == "phases":
+        return phases_worker(args.log, args.root)
     if args.worker:
-        return worker(args.worker, args.log)
+        return worker(args.worker, args.log, args.root, args.keep_forms)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        console.log("recording the test server: 6 clients x 50 requests")
-        base = record(Path(tmp))
+        base = record(Path(tmp), args.record)
     log = OUT_DIR / "events.jsonl"
     n, size = multiply(base, args.events, log)
     console.log(f"{n:,} events ({size / MIB:.1f} MiB) from {len(base):,} recorded ones: {log}")
-    rows = []
+    if args.profile:
+        return profile_stage(args.profile, log)
+    roots = {"after": ROOT} if args.before == "none" else {}
+    if args.before != "none":
+        roots = {"before": before_tree(args.before), "after": ROOT}
     results: dict[str, Any] = {"events": n, "bytes": size, "recorded": len(base)}
-    for stage in ("extract", "cluster", "tail"):
-        m = measure(
-            [sys.executable, str(Path(__file__).resolve()), "--worker", stage, "--log", str(log)],
-            OUT_DIR / f"{stage}.out",
-            OUT_DIR / f"{stage}.err",
-            timeout_s=1800,
-        )
-        if not m.ok:
-            console.print(f"[red]{stage} failed[/red]: {m.stderr.read_text()[-2000:]}")
-            return 1
-        got = json.loads(m.stdout.read_text())
-        results[stage] = {**got, "wall_s": m.wall_s, "peak_rss_bytes": m.max_rss_bytes}
-        rows.append((stage, got, m))
-    ex = results["extract"]
-    per_event_us = ex["extract_cpu_s"] / n * 1e6
-    seed_rate = SEED["online_events"] / SEED["online_s"]
-    online_share = seed_rate * per_event_us / 1e6
-    mb = size / 1e6
-    console.print(f"\n[b]Extraction and clustering, {n:,} events ({mb:.0f} MB)[/b]")
-    console.print("| stage | wall s | CPU s (stage) | events/s | MB/s | requests | peak MiB |")
-    console.print("|---|---|---|---|---|---|---|")
-    for stage, got, m in rows:
-        cpu = got["extract_cpu_s"] + got.get("cluster_cpu_s", 0.0)
-        console.print(
-            f"| {stage} | {m.wall_s:.1f} | {cpu:.1f} | {n / m.wall_s:,.0f} | {mb / m.wall_s:.1f} | "
-            f"{got['requests']:,} | {m.max_rss_bytes / MIB:.0f} |"
-        )
-    cl = results["cluster"]
-    seed_mbs = SEED["offline_mb"] / SEED["offline_s"]
-    ours_mbs = mb / results["extract"]["wall_s"]
-    console.print(
-        f"\nclusters: {cl['clusters']} (sizes {cl['sizes']}), outliers {cl['outliers']}; "
-        f"clustering {cl['requests'] / cl['cluster_cpu_s']:,.0f} requests/s of CPU"
-    )
-    console.print(
-        f"offline: iolens {ours_mbs:.1f} MB/s, Magpie {seed_mbs:.1f} MB/s "
-        f"(100 MB in 5.6 s): ratio {ours_mbs / seed_mbs:.2f}; peak RSS "
-        f"{results['extract']['peak_rss_bytes'] / MIB:.0f} MiB against a 10 MB working set"
-    )
-    console.print(
-        f"online: {per_event_us:.1f} us of CPU per event; the seed's stream (1.2 M events in "
-        f"120 s) would need {online_share:.1%} of a CPU, Magpie used 3.5 %"
-    )
-    tl = results["tail"]
-    tail_us = tl["extract_cpu_s"] / n * 1e6
-    tail_share = seed_rate * tail_us / 1e6
-    console.print(
-        f"online, the whole shipping path (tail): {tail_us:.1f} us of CPU per event, "
-        f"{tail_share:.1%} of a CPU for the seed's stream; {tl['requests']:,} documents "
-        f"({tl['document_bytes'] / MIB:.0f} MiB of JSON), every line committed: "
-        f"{tl['committed_lines'] == n}"
-    )
-    results["online_cpu_share"] = online_share
-    results["online_tail_cpu_share"] = tail_share
+    if args.phases:
+        phase_runs: dict[str, list[dict[str, Any]]] = {}
+        for _k in range(args.rounds):
+            for tag, root in roots.items():
+                one = run_stage("phases", log, root, tag)
+                if one is None:
+                    return 1
+                phase_runs.setdefault(tag, []).append(one)
+        got = {tag: median_run(rs) for tag, rs in phase_runs.items()}
+        print_phases(got, n)
+        (OUT_DIR / "phases.json").write_text(json.dumps(got, indent=2))
+        return 0
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for k in range(args.rounds):
+        for stage in ("extract", "cluster", "tail"):
+            for tag, root in roots.items():  # before and after take turns: drift hits both
+                got = run_stage(stage, log, root, tag)
+                if got is None:
+                    return 1
+                runs.setdefault((tag, stage), []).append(got)
+                console.log(f"round {k + 1}: {tag} {stage}: {got['extract_cpu_s']:.1f} s of CPU")
+    for (tag, stage), got_runs in runs.items():
+        results.setdefault(tag, {})[stage] = median_run(got_runs)
+    report(results, n, size)
     (OUT_DIR / "results.json").write_text(json.dumps(results, indent=2))
     return 0
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
+from collections import deque
 from collections.abc import Iterable, Iterator
 
 from pipeline.parsers.event_schema import EventSchema
@@ -25,6 +27,11 @@ class ReorderQueue:
     ``start_attr`` (posted at the end of an operation) also queues a synthetic ``<ev>Start``
     event, stamped with that attribute's value and carrying the same line number. Events later
     than the window allows are passed on at the next push, out of order.
+
+    Logs are mostly in order already, so the queue is two: a run of events in timestamp order
+    (appended, popped from the front) and a heap of those that came after a later one (and the
+    synthetic starts); the earlier of the two heads goes first, ties in order of arrival, so
+    the order is that of one heap.
 
     Args:
         window_ns: the reorder window, ns.
@@ -42,35 +49,59 @@ class ReorderQueue:
         self.newest = -1
         """Timestamp of the newest event pushed, ns (-1 before the first)."""
         self._heap: list[tuple[int, int, Event]] = []
+        self._run: deque[tuple[int, int, Event]] = deque()
         self._order = itertools.count()
+        self._start_attrs = (
+            {}
+            if schema is None
+            else {ev: t.start_attr for ev, t in schema.events.items() if t.start_attr is not None}
+        )
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._heap) + len(self._run)
+
+    def _queue(self, item: tuple[int, int, Event]) -> None:
+        run = self._run
+        if not run or run[-1][0] <= item[0]:
+            run.append(item)
+        else:
+            heapq.heappush(self._heap, item)
+
+    def _pop_due(self, due_ns: float) -> list[Event]:
+        """The queued events stamped ``due_ns`` or before, in (timestamp, arrival) order."""
+        heap, run = self._heap, self._run
+        due: list[Event] = []
+        while True:
+            if run and (not heap or run[0] < heap[0]):
+                if run[0][0] > due_ns:
+                    return due
+                due.append(run.popleft()[2])
+            elif heap and heap[0][0] <= due_ns:
+                due.append(heapq.heappop(heap)[2])
+            else:
+                return due
 
     def push(self, e: Event) -> list[Event]:
         """Queue ``e`` (and its synthetic start); the events now due, in timestamp order."""
-        heapq.heappush(self._heap, (e.ts_ns, next(self._order), e))
+        self._queue((e.ts_ns, next(self._order), e))
         if self._holds is not None:
             self._holds.take(e.line_no)
-        if self.schema is not None:
-            etype = self.schema.events.get(e.ev)
-            if etype is not None and etype.start_attr is not None:
-                start = e.attrs.get(etype.start_attr)
-                if isinstance(start, int) and not isinstance(start, bool):
-                    attrs = {k: v for k, v in e.attrs.items() if k != etype.start_attr}
-                    synthetic = Event(start, f"{e.ev}Start", attrs, e.line_no)
-                    heapq.heappush(self._heap, (start, next(self._order), synthetic))
-                    if self._holds is not None:
-                        self._holds.take(e.line_no)
-        self.newest = max(self.newest, e.ts_ns)
-        due: list[Event] = []
-        while self._heap and self._heap[0][0] <= self.newest - self.window_ns:
-            due.append(heapq.heappop(self._heap)[2])
-        return due
+        start_attr = self._start_attrs.get(e.ev)
+        if start_attr is not None:
+            start = e.attrs.get(start_attr)
+            if isinstance(start, int) and not isinstance(start, bool):
+                attrs = {k: v for k, v in e.attrs.items() if k != start_attr}
+                synthetic = Event(start, f"{e.ev}Start", attrs, e.line_no)
+                self._queue((start, next(self._order), synthetic))
+                if self._holds is not None:
+                    self._holds.take(e.line_no)
+        if e.ts_ns > self.newest:
+            self.newest = e.ts_ns
+        return self._pop_due(self.newest - self.window_ns)
 
     def drain(self) -> list[Event]:
         """Every queued event, in timestamp order (end of input, or a quiet source)."""
-        return [heapq.heappop(self._heap)[2] for _ in range(len(self._heap))]
+        return self._pop_due(math.inf)
 
 
 def reorder(

@@ -27,69 +27,40 @@ cluster's mean distance (and than ``threshold / 4``), or alone in its cluster.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.reducers.canonical import Canonical
+from pipeline.reducers.edit_distance import (
+    INF,
+    Item,
+    Profile,
+    Vector,
+    bounded_distance,
+    distance,
+    items,
+    lower_bound,
+    mass,
+    profile,
+)
 
-Vector = tuple[tuple[str, float], ...]
-Item = tuple[str, Vector]
-"""A token as the distance sees it: its kind and its weighted resource amounts."""
-
-
-def _weight(name: str) -> float:
-    if name.endswith("_ns"):
-        return 1e-6
-    if name.endswith("_bytes"):
-        return 1 / 1024
-    return 1.0
-
-
-def items(c: Canonical) -> tuple[Item, ...]:
-    """The tokens of ``c`` in the distance's units (ms of CPU, KiB)."""
-    return tuple(
-        (t.kind, tuple((k, v * _weight(k)) for k, v in sorted(t.resources.items())))
-        for t in c.tokens
-    )
-
-
-def _norm(r: Vector) -> float:
-    return sum(abs(v) for _k, v in r)
-
-
-def _diff(a: Vector, b: Vector) -> float:
-    if len(a) == len(b) and all(x[0] == y[0] for x, y in zip(a, b, strict=True)):
-        return sum(abs(x[1] - y[1]) for x, y in zip(a, b, strict=True))
-    da, db = dict(a), dict(b)
-    return sum(abs(da.get(k, 0.0) - db.get(k, 0.0)) for k in da.keys() | db.keys())
-
-
-def mass(a: Sequence[Item], c0: float = 1.0) -> float:
-    """What deleting every token of ``a`` costs. Each edit changes the mass by at most its
-    cost, so ``|mass(a) - mass(b)|`` is a lower bound of :func:`distance`."""
-    return sum(c0 + _norm(r) for _k, r in a)
-
-
-def distance(a: Sequence[Item], b: Sequence[Item], c0: float = 1.0) -> float:
-    """The resource-weighted edit distance between two serialised requests (module docstring).
-
-    Symmetric, 0 only for equal sequences, at least ``|mass(a) - mass(b)|`` and at most the
-    cost of deleting one and inserting the other.
-    """
-    na = [c0 + _norm(r) for _k, r in a]
-    nb = [c0 + _norm(r) for _k, r in b]
-    prev = [0.0]
-    for w in nb:
-        prev.append(prev[-1] + w)
-    for i, (ka, ra) in enumerate(a):
-        cur = [prev[0] + na[i]]
-        for j, (kb, rb) in enumerate(b):
-            sub = _diff(ra, rb) if ka == kb else na[i] + nb[j]
-            cur.append(min(prev[j] + sub, prev[j + 1] + na[i], cur[j] + nb[j]))
-        prev = cur
-    return prev[-1]
+__all__ = [
+    "Assignment",
+    "Cluster",
+    "Clusterer",
+    "Item",
+    "Vector",
+    "cluster_all",
+    "cluster_stream",
+    "distance",
+    "items",
+    "mass",
+    "purity",
+    "total_resources",
+]
 
 
 @dataclass
@@ -110,14 +81,22 @@ class Cluster:
     distance_sum: float = 0.0
     distance_max: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
-    _rep_items: tuple[Item, ...] = ()
-    _rep_mass: float = 0.0
-    _sample: list[tuple[Canonical, tuple[Item, ...]]] = field(default_factory=list)
+    _rep: Profile | None = None
+    _sample: list[tuple[Canonical, Profile]] = field(default_factory=list)
 
     @property
     def diameter(self) -> float:
         """Mean distance of the members to the representative (the seed's "Dia.")."""
         return self.distance_sum / self.size if self.size else 0.0
+
+
+def _first(t: tuple[float, Cluster, Profile]) -> tuple[float, int]:
+    return t[0], t[1].id
+
+
+def _slack(d: float) -> float:
+    """``d`` and a little more: a bound above it by a float's rounding only prunes nothing."""
+    return d * (1 + 1e-9) + 1e-12
 
 
 @dataclass(frozen=True)
@@ -150,10 +129,10 @@ class Clusterer:
 
     def add(self, c: Canonical) -> Assignment:
         """Place one request; its cluster and its distance to that cluster's representative."""
-        its = items(c)
+        its = profile(items(c), self.c0)
         best, best_d = self._nearest(its)
         if best is None or best_d > self.threshold:
-            best = Cluster(len(self.clusters), c, _rep_items=its, _rep_mass=mass(its, self.c0))
+            best = Cluster(len(self.clusters), c, _rep=its)
             self.clusters.append(best)
             best_d = 0.0
         best.size += 1
@@ -169,20 +148,32 @@ class Clusterer:
             self._recentre(best)
         return Assignment(best.id, best_d)
 
-    def _nearest(self, its: tuple[Item, ...]) -> tuple[Cluster | None, float]:
-        """The nearest representative (the lowest id among equals) and its distance. Clusters
-        are tried in order of the mass lower bound; those whose bound exceeds the best distance
-        so far are not compared."""
-        m = mass(its, self.c0)
-        order = sorted(self.clusters, key=lambda cl: (abs(cl._rep_mass - m), cl.id))
+    def _nearest(self, its: Profile) -> tuple[Cluster | None, float]:
+        """The nearest representative (the lowest id among equals) and its distance.
+
+        Representatives of the request's shape are compared first (their distance is often
+        the diagonal's, :mod:`pipeline.reducers.edit_distance`); then the others in order of
+        the mass bound, those whose mass bound or bin bound exceeds the best distance so far
+        not at all, and a comparison stops once it exceeds it.
+        """
+        m = its.mass
+        order = sorted(
+            ((abs(cl._rep.mass - m), cl, cl._rep) for cl in self.clusters if cl._rep), key=_first
+        )
         best: Cluster | None = None
-        best_d = float("inf")
-        for cl in order:
-            if abs(cl._rep_mass - m) > best_d:
-                break
-            d = distance(its, cl._rep_items, self.c0)
-            if d < best_d or (d == best_d and best is not None and cl.id < best.id):
-                best, best_d = cl, d
+        best_d = INF
+        for same in (True, False):
+            for bound, cl, rep in order:
+                slack = _slack(best_d)
+                if bound > slack:
+                    break
+                if (rep.shape == its.shape) is not same:
+                    continue
+                if not same and lower_bound(its, rep) > slack:
+                    continue
+                d = bounded_distance(its, rep, best_d)
+                if d < best_d or (d == best_d and best is not None and cl.id < best.id):
+                    best, best_d = cl, d
         return best, best_d
 
     def _recentre(self, cl: Cluster) -> None:
@@ -191,16 +182,15 @@ class Clusterer:
         sums = [0.0] * len(sample)
         for i in range(len(sample)):
             for j in range(i + 1, len(sample)):
-                d = distance(sample[i][1], sample[j][1], self.c0)
+                d = bounded_distance(sample[i][1], sample[j][1])
                 sums[i] += d
                 sums[j] += d
         k = min(range(len(sample)), key=sums.__getitem__)
-        cl.representative, cl._rep_items = sample[k]
-        cl._rep_mass = mass(cl._rep_items, self.c0)
+        cl.representative, cl._rep = sample[k]
 
     def nearest(self, c: Canonical) -> Assignment:
         """The cluster nearest to ``c`` now, without adding it."""
-        best, d = self._nearest(items(c))
+        best, d = self._nearest(profile(items(c), self.c0))
         if best is None:
             raise ValueError("the model has no cluster yet")
         return Assignment(best.id, d)
@@ -213,11 +203,11 @@ class Clusterer:
 
     def separation(self, cluster: int) -> float | None:
         """Distance from the cluster's representative to the nearest other one (None alone)."""
-        me = self.clusters[cluster]
+        me = self.clusters[cluster]._rep
         ds = [
-            distance(me._rep_items, cl._rep_items, self.c0)
+            bounded_distance(me, cl._rep)
             for cl in self.clusters
-            if cl.id != cluster
+            if cl.id != cluster and me is not None and cl._rep is not None
         ]
         return min(ds) if ds else None
 
@@ -277,8 +267,10 @@ class Clusterer:
             if d["id"] != n:
                 raise ValueError(f"cluster {n} is numbered {d['id']}")
             rep = Canonical.from_json(d["representative"])
-            its = items(rep)
-            sample = [(c, items(c)) for c in map(Canonical.from_json, d["sample"])]
+            its = profile(items(rep), model.c0)
+            sample = [
+                (c, profile(items(c), model.c0)) for c in map(Canonical.from_json, d["sample"])
+            ]
             model.clusters.append(
                 Cluster(
                     n,
@@ -288,7 +280,6 @@ class Clusterer:
                     float(d["distance_max"]),
                     {str(k): float(v) for k, v in d["resources"].items()},
                     its,
-                    mass(its, model.c0),
                     sample,
                 )
             )
@@ -322,6 +313,27 @@ def cluster_all(
         model.add(c)
     final = [model.nearest(c) for c in reqs]
     return model, final, [model.is_outlier(a.cluster, a.distance) for a in final]
+
+
+def cluster_stream(
+    requests: Iterable[Canonical], threshold: float = 2.0, c0: float = 1.0
+) -> tuple[Clusterer, array[int], array[float]]:
+    """Online: place each request as it comes and keep only where it went, so that memory
+    grows by 16 bytes a request, not by its canonical form (:func:`cluster_all` keeps every
+    form for its final pass).
+
+    Returns:
+        The clusterer (the model) and, per request in order, its cluster and its distance to
+        that cluster's representative when it was placed: its outlier flag against the final
+        model is ``model.is_outlier(cluster, distance)``.
+    """
+    model = Clusterer(threshold, c0)
+    clusters, distances = array("q"), array("d")
+    for c in requests:
+        a = model.add(c)
+        clusters.append(a.cluster)
+        distances.append(a.distance)
+    return model, clusters, distances
 
 
 def total_resources(forms: Iterable[Canonical]) -> dict[str, float]:

@@ -38,6 +38,7 @@ from pipeline.parsers.event_schema import Bind, EventSchema, EventType
 from pipeline.parsers.events import Event
 from pipeline.reducers.event_order import ReorderQueue, merge_streams, reorder
 from pipeline.reducers.line_holds import LineHolds
+from pipeline.reducers.request_record import SCALARS as _SCALARS
 from pipeline.reducers.request_record import CpuSlice, Key, Request, hashable, join_attributes
 
 __all__ = [
@@ -128,6 +129,11 @@ class RequestParser:
         self._inferred: dict[int, tuple[int, int]] = {}
         self._kernel_seen = False
         self._resources = schema.resource_names
+        # per event type: its join attributes as (name, domain, binding), looked up once
+        self._joins = {
+            ev: tuple((name, a.domain, a.bind) for name, a in t.attrs.items())
+            for ev, t in schema.events.items()
+        }
 
     # -- CPU accounting ------------------------------------------------------------------
 
@@ -248,17 +254,19 @@ class RequestParser:
         starts: list[Key] = []
         stops: list[Key] = []
         owners: list[_Graph] = []
-        for name, attr in etype.attrs.items():
-            if name not in e.attrs:
+        attrs, live = e.attrs, self._live
+        for name, domain, bind in self._joins[e.ev]:
+            if name not in attrs:
                 continue
-            key = (attr.domain, hashable(e.attrs[name]))
-            if attr.bind is Bind.START:
+            v = attrs[name]
+            key = (domain, v if type(v) in _SCALARS else hashable(v))
+            if bind is Bind.START:
                 starts.append(key)
                 continue
-            owner = self._live.get(key)
+            owner = live.get(key)
             if owner is not None and owner not in owners:
                 owners.append(owner)
-            if attr.bind is Bind.STOP:
+            if bind is Bind.STOP:
                 stops.append(key)
         return starts, stops, owners
 
@@ -267,7 +275,8 @@ class RequestParser:
         root.events.append((e.ts_ns, next(self._order), e))
         if self._holds is not None:
             self._holds.take(e.line_no)
-        root.last_ns = max(root.last_ns, e.ts_ns)
+        if e.ts_ns > root.last_ns:
+            root.last_ns = e.ts_ns
         if etype.seed:
             root.seeds += 1
         for attr_name, resource in etype.resource_keys:

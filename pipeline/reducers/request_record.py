@@ -18,22 +18,35 @@ Key = tuple[str, Hashable]
 """A valid-interval's ``(domain, value)``."""
 
 
+SCALARS = frozenset({str, int, float, bool, type(None)})
+"""The types :func:`hashable` passes as they are (checked first, by exact type)."""
+
+
 def hashable(v: Any) -> Hashable:
     """An attribute value as a hash-table key: scalars as they are, anything else (a list, a
     mapping) by its ``repr``."""
+    if type(v) in SCALARS:
+        scalar: Hashable = v
+        return scalar
     return v if isinstance(v, str | int | float | bool) or v is None else repr(v)
 
 
 def join_attributes(events: Iterable[Event], schema: EventSchema) -> dict[str, tuple[Any, ...]]:
     """Join attribute name -> the values it bound in ``events``, in first-seen order."""
     out: dict[str, dict[Hashable, None]] = {}
+    types = schema.events
     for e in events:
-        etype = schema.events.get(e.ev)
+        etype = types.get(e.ev)
         if etype is None:
             continue
+        attrs = e.attrs
         for name in etype.attrs:
-            if name in e.attrs:
-                out.setdefault(name, {})[hashable(e.attrs[name])] = None
+            if name in attrs:
+                v = attrs[name]
+                values = out.get(name)
+                if values is None:
+                    values = out[name] = {}
+                values[v if type(v) in SCALARS else hashable(v)] = None
     return {name: tuple(values) for name, values in out.items()}
 
 

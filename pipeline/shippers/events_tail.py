@@ -241,7 +241,8 @@ class EventsTail:
     def _document(self, r: Request, ctx: DocContext, created_ms: float) -> Document:
         form = canonical(r, self.schema)
         refs = tuple(LineRef(self.key, self.path, n, self._ends[n]) for n in r.lines)
-        assignment, outlier = self.model.place(request_id(self.host, r), form)
+        rid = request_id(self.host, r)
+        assignment, outlier = self.model.place(rid, form)
         return request_document(
             ctx,
             self.host,
@@ -253,6 +254,7 @@ class EventsTail:
             assignment,
             outlier,
             self.model.name,
+            rid,
         )
 
 

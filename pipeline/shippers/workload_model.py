@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import OrderedDict
 from pathlib import Path
 
 from pipeline.records import Document
@@ -47,7 +48,9 @@ class WorkloadModel:
         self.name, self.path, self.settings = name, path, settings
         self.clusterer = Clusterer(settings.threshold)
         self.measured: dict[str, float] = {}
-        self.recent: dict[str, None] = {}
+        # oldest first; an OrderedDict forgets its oldest in O(1) (a dict's first key is found
+        # by skipping the slots of every key deleted since it was last resized)
+        self.recent: OrderedDict[str, None] = OrderedDict()
         self.changed = False
         self.last_snapshot_s: float | None = None
         if path.exists():
@@ -55,7 +58,7 @@ class WorkloadModel:
                 state = json.loads(path.read_text(encoding="utf-8"))
                 self.clusterer = Clusterer.from_state(state["clusterer"])
                 self.measured = {str(k): float(v) for k, v in state["measured"].items()}
-                self.recent = dict.fromkeys(state["recent"])
+                self.recent = OrderedDict.fromkeys(state["recent"])
             except (OSError, ValueError, KeyError, TypeError) as err:
                 raise ValueError(f"{path}: not a saved workload model ({err})") from None
             if self.clusterer.threshold != settings.threshold:
@@ -79,7 +82,7 @@ class WorkloadModel:
             self.measured[k] = self.measured.get(k, 0.0) + v
         self.recent[request_id] = None
         if len(self.recent) > RECENT_IDS:
-            del self.recent[next(iter(self.recent))]
+            self.recent.popitem(last=False)
         self.changed = True
         return a, self.clusterer.is_outlier(a.cluster, a.distance)
 

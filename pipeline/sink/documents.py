@@ -29,9 +29,9 @@ def stream_name(kind: str, dataset: str, namespace: str) -> str:
 
 
 def iso_ms(epoch_ms: int | float) -> str:
-    """Epoch ms -> ``2026-11-22T05:11:00.123Z``."""
+    """Epoch ms -> ``2026-11-22T05:11:00.123Z`` (the fraction truncated to ms)."""
     dt = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return dt.isoformat(timespec="milliseconds")[:-6] + "Z"  # without "+00:00"
 
 
 def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:

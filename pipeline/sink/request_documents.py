@@ -58,15 +58,16 @@ def request_document(
     assignment: Assignment | None = None,
     outlier: bool | None = None,
     model: str | None = None,
+    rid: str | None = None,
 ) -> Document:
     """The ``logs-iolens.request`` document of one request (``model``: the name of the workload
-    model its cluster belongs to)."""
+    model its cluster belongs to; ``rid``: its :func:`request_id` when already known)."""
     start_ms = (r.start_ns + wall_offset_ns) / 1e6
     source = ctx.base("logs", REQUEST_DATASET, start_ms, created_ms)
     source["event"]["kind"] = "event"
     source["event"]["duration"] = r.end_ns - r.start_ns
     source["host"] = {"name": host}
-    req = _request_fields(host, r, c, wall_offset_ns)
+    req = _request_fields(host, r, c, wall_offset_ns, rid, source["@timestamp"])
     if assignment is not None:
         req["cluster"] = assignment.cluster
         req["distance"] = assignment.distance
@@ -78,11 +79,19 @@ def request_document(
     return Document(index, req["id"], source, refs)
 
 
-def _request_fields(host: str, r: Request, c: Canonical, wall_offset_ns: int) -> dict[str, Any]:
-    """The ``iolens.request.*`` fields of a request and its canonical form (no clustering)."""
+def _request_fields(
+    host: str,
+    r: Request,
+    c: Canonical,
+    wall_offset_ns: int,
+    rid: str | None = None,
+    start: str | None = None,
+) -> dict[str, Any]:
+    """The ``iolens.request.*`` fields of a request and its canonical form (no clustering;
+    ``rid`` and ``start``: its id and start date when already known)."""
     return {
-        "id": request_id(host, r),
-        "start": iso_ms((r.start_ns + wall_offset_ns) / 1e6),
+        "id": request_id(host, r) if rid is None else rid,
+        "start": iso_ms((r.start_ns + wall_offset_ns) / 1e6) if start is None else start,
         "end": iso_ms((r.end_ns + wall_offset_ns) / 1e6),
         "duration_ms": (r.end_ns - r.start_ns) / 1e6,
         "complete": r.complete,

@@ -136,3 +136,16 @@ def test_latency_document_id_changes_with_its_inputs() -> None:
     key = LatencyKey("job", "node01", "2", "mixed", 1767225600000, 1000, "window")
     other = latency_document(DocContext(), key, histogram_stats(h, PCTS), 3, 0.0)
     assert other.doc_id != doc.doc_id
+
+
+@pytest.mark.parametrize(
+    ("epoch_ms", "text"),
+    [
+        (0, "1970-01-01T00:00:00.000Z"),
+        (999.4, "1970-01-01T00:00:00.999Z"),
+        (1795633339215.766779, "2026-11-25T19:02:19.215Z"),
+        (1_700_000_000_000, "2023-11-14T22:13:20.000Z"),
+    ],
+)
+def test_iso_ms_truncates_to_the_millisecond(epoch_ms: float, text: str) -> None:
+    assert iso_ms(epoch_ms) == text

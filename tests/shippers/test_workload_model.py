@@ -1,0 +1,35 @@
+"""The workload model of an events drop remembers the ids of its latest requests, oldest
+forgotten first, across a save and a load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.reducers.canonical import Canonical, Token
+from pipeline.settings import RequestsSettings
+from pipeline.shippers import workload_model
+from pipeline.shippers.workload_model import WorkloadModel
+
+
+def form(cpu_ms: float) -> Canonical:
+    seg = Token("Seg", 1, {"cpu_ns": cpu_ms * 1e6}, 0)
+    return Canonical((Token("ReqStart", 1, {}, 0), seg), round(cpu_ms * 1e6), 1, seg.resources)
+
+
+def test_the_oldest_ids_are_forgotten_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workload_model, "RECENT_IDS", 3)
+    model = WorkloadModel("m", tmp_path / "model.json", RequestsSettings())
+    for n in range(5):
+        model.place(f"r{n}", form(10.0))
+    assert list(model.recent) == ["r2", "r3", "r4"]
+    model.place("r3", form(10.0))  # read again: not counted twice
+    assert model.clusterer.clusters[0].size == 5
+    model.save()
+    again = WorkloadModel("m", tmp_path / "model.json", RequestsSettings())
+    again.place("r5", form(10.0))
+    assert list(again.recent) == ["r3", "r4", "r5"]
+    assert again.clusterer.clusters[0].size == 6
