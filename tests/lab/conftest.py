@@ -1,5 +1,7 @@
-"""What the lab's tests need of this machine: root, /dev/fuse, loop devices and the tools
-``make test`` installs as root; a test that needs them is skipped, naming what is missing."""
+"""What the lab's tests need of this machine: root, /dev/fuse, loop devices, the tools
+``make test`` installs as root and Darshan's release source beside the checkout. A test that
+needs them is skipped, naming what is missing; with ``IOLENS_REQUIRE_LAB=1`` (set by CI) it
+fails instead, so a machine that should run the lab never passes by skipping it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.lab import storage
+from pipeline.lab.darshan_build import DARSHAN_VERSION
+
+REQUIRE_ENV = "IOLENS_REQUIRE_LAB"
+VENDORED_TARBALL = (
+    Path(__file__).resolve().parents[3] / "shared" / "vendor" / f"darshan-{DARSHAN_VERSION}.tar.gz"
+)
 
 TOOLS = ("fio", "sadf", "mpiexec", "mpicc", "losetup", "mkfs.ext4")
 
@@ -31,9 +39,32 @@ def missing_for_lab() -> str | None:
     return None
 
 
+def unavailable(why: str) -> None:
+    """Skip with ``why``; fail with it where ``IOLENS_REQUIRE_LAB`` says the lab must run."""
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{why} ({REQUIRE_ENV}=1: this machine must run the lab's tests)")
+    pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def lab_host() -> None:
-    """Skip, with the reason, where the lab cannot run."""
+    """Skip (or fail, see :func:`unavailable`), with the reason, where the lab cannot run."""
     why = missing_for_lab()
     if why:
-        pytest.skip(why)
+        unavailable(why)
+
+
+@pytest.fixture(scope="session")
+def darshan_tarball() -> Path:
+    """Darshan's release source in ``../shared/vendor`` (skip or fail when it is missing)."""
+    if not VENDORED_TARBALL.is_file():
+        unavailable(f"{VENDORED_TARBALL} (Darshan's source) is missing")
+    return VENDORED_TARBALL
+
+
+@pytest.fixture(scope="session")
+def mpi_tools() -> None:
+    """``mpicc`` and ``mpiexec`` on PATH (skip or fail when one is missing)."""
+    for tool in ("mpicc", "mpiexec"):
+        if shutil.which(tool) is None:
+            unavailable(f"{tool} not on PATH (apt-get install mpich libmpich-dev)")

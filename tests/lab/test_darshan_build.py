@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 import subprocess
 import tarfile
@@ -29,9 +28,6 @@ from pipeline.lab.darshan_build import (
     ensure_libdarshan,
     ensure_mpi_writer,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-VENDORED_TARBALL = REPO.parent / "shared" / "vendor" / f"darshan-{DARSHAN_VERSION}.tar.gz"
 
 RANKS = 4
 ITERATIONS = 8
@@ -191,15 +187,6 @@ def test_default_cache_dir_follows_xdg() -> None:
     assert default_cache_dir({}) == Path.home() / ".cache" / "iolens"
 
 
-def _require_mpi_and_tarball() -> None:
-    """Skip the end-to-end test when its prerequisites are missing."""
-    for tool in ("mpicc", "mpiexec"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} not on PATH (apt-get install mpich libmpich-dev)")
-    if not VENDORED_TARBALL.is_file():
-        pytest.skip(f"Darshan source tarball {VENDORED_TARBALL} missing")
-
-
 def _posix_bytes_written(report: Any) -> dict[str, tuple[int, int]]:
     """Map each POSIX record's file name to (rank, POSIX_BYTES_WRITTEN)."""
     counters = report.records["POSIX"].to_df()["counters"]
@@ -209,10 +196,11 @@ def _posix_bytes_written(report: Any) -> dict[str, tuple[int, int]]:
     }
 
 
-def test_mpi_writer_under_darshan_leaves_one_exact_log(tmp_path: Path) -> None:
-    _require_mpi_and_tarball()
+def test_mpi_writer_under_darshan_leaves_one_exact_log(
+    tmp_path: Path, mpi_tools: None, darshan_tarball: Path
+) -> None:
     cache = default_cache_dir()
-    library = ensure_libdarshan(cache, VENDORED_TARBALL)
+    library = ensure_libdarshan(cache, darshan_tarball)
     writer = ensure_mpi_writer(cache)
     dirs = [tmp_path / "d0", tmp_path / "d1"]
     logs = tmp_path / "logs"
