@@ -37,8 +37,8 @@ labdeps:
 	  fi; \
 	fi
 
-demo: $(STAMP) sysdeps
-	$(BIN)/iolens --config config/demo.yaml run --once --keep-server
+demo: $(STAMP)
+	$(BIN)/iolens demo
 
 test: $(STAMP) sysdeps labdeps
 	$(BIN)/pytest -q

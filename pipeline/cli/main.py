@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pipeline.cli.kibana_cmd",
         "pack the Kibana saved objects into import NDJSON, or unpack an export",
     ),
+    "demo": (
+        "pipeline.cli.demo_cmd",
+        "every stream once on bundled real data, and what it found",
+    ),
     "lab": (
         "pipeline.cli.lab_cmd",
         "build a small real storage system, slow one LUN, watch the incident (root)",

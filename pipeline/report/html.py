@@ -26,7 +26,7 @@ Views (each a function ``(fetch) -> Section | None`` in :mod:`pipeline.report.vi
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from plotly.offline import get_plotlyjs
@@ -66,6 +66,7 @@ def build(
     until: datetime,
     *,
     on_section: Callable[[str], None] = lambda name: None,
+    shifted: Mapping[str, tuple[datetime, datetime]] | None = None,
 ) -> tuple[str, list[Section], list[str]]:
     """The report.
 
@@ -73,6 +74,8 @@ def build(
         fetch: searches (see :func:`searcher`).
         since, until: the range shown (for the heading).
         on_section: called with each view's name before it is queried (a progress bar).
+        shifted: the streams ``fetch`` read in another range (``searcher``'s ``shifted``,
+            filled while the views run), named under the heading.
 
     Returns:
         ``(html, sections shown, names of the views left out for lack of data)``.
@@ -81,7 +84,7 @@ def build(
         ClusterUnavailable: the cluster cannot answer.
     """
     shown, empty = run_views(fetch, on_section)
-    return render(shown, empty, since, until), shown, empty
+    return render(shown, empty, since, until, shifted or {}), shown, empty
 
 
 def run_views(fetch: Fetch, on_section: Callable[[str], None]) -> tuple[list[Section], list[str]]:
@@ -102,9 +105,14 @@ def run_views(fetch: Fetch, on_section: Callable[[str], None]) -> tuple[list[Sec
 
 
 def render(
-    sections: Sequence[Section], empty: Sequence[str], since: datetime, until: datetime
+    sections: Sequence[Section],
+    empty: Sequence[str],
+    since: datetime,
+    until: datetime,
+    shifted: Mapping[str, tuple[datetime, datetime]] | None = None,
 ) -> str:
-    """One self-contained HTML page: plotly.js inline, then each section's figures."""
+    """One self-contained HTML page: plotly.js inline, then each section's figures (``shifted``:
+    streams shown in another range, as :func:`build`)."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8"><title>iolens report</title>',
@@ -112,6 +120,11 @@ def render(
         f"<script>{get_plotlyjs()}</script></head><body>",
         "<h1>iolens report</h1>",
         f"<p class=note>{html.escape(_when(since))} to {html.escape(_when(until))}</p>",
+    ]
+    parts += [
+        f"<p class=note>Nothing in this range in {html.escape(stream)}: its newest data is shown, "
+        f"{html.escape(_when(lo))} to {html.escape(_when(hi))}.</p>"
+        for stream, (lo, hi) in sorted((shifted or {}).items())
     ]
     if empty:
         parts.append(

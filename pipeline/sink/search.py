@@ -110,6 +110,20 @@ def refresh(client: Elasticsearch, index: str) -> None:
         return
 
 
+def newest(client: Elasticsearch, index: str, field: str = "@timestamp") -> Any:
+    """The largest value of ``field`` in ``index`` (None when it holds no document).
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
+    try:
+        with _request(f"search of {index}"):
+            hits = _page(client, index, {"match_all": {}}, [{field: "desc"}], [field], 1, None)
+    except _Missing:
+        return None
+    return hits[0]["sort"][0] if hits else None
+
+
 def count(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
     """Number of documents of ``index`` matching ``query`` (0 when it does not exist yet).
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 import plotly.graph_objects as go
 
-from pipeline.sink.search import iter_hits
+from pipeline.sink.search import iter_hits, newest
 
 Fetch = Callable[[str, Sequence[str], Sequence[str]], list[Mapping[str, Any]]]
 """``(data stream, fields to fetch, sort fields) -> _source`` of every document in range."""
@@ -34,27 +34,53 @@ class Section:
     headers: tuple[str, ...] = ()
 
 
-def searcher(client: Any, namespace: str, since: datetime, until: datetime) -> Fetch:
+def searcher(
+    client: Any,
+    namespace: str,
+    since: datetime,
+    until: datetime,
+    *,
+    latest: timedelta | None = None,
+    shifted: dict[str, tuple[datetime, datetime]] | None = None,
+) -> Fetch:
     """A :data:`Fetch` over ``<stream>-<namespace>`` in ``[since, until)``.
+
+    Args:
+        latest: when a stream has nothing in the range, fetch the span ``latest`` up to its
+            newest document instead (what ``iolens report`` does without ``--since``: the last
+            7 days, or a quiet stream's newest 7 days); None: never.
+        shifted: filled with each stream fetched that way and the range it was fetched in.
 
     Raises:
         ClusterUnavailable: the cluster cannot answer.
     """
-    query = {
-        "range": {
-            "@timestamp": {
-                "gte": since.astimezone(UTC).isoformat(),
-                "lt": until.astimezone(UTC).isoformat(),
+
+    def fetch_range(
+        stream: str, lo: datetime, hi: datetime, fields: Sequence[str], sort: Sequence[str]
+    ) -> list[Mapping[str, Any]]:
+        query = {
+            "range": {
+                "@timestamp": {
+                    "gte": lo.astimezone(UTC).isoformat(),
+                    "lt": hi.astimezone(UTC).isoformat(),
+                }
             }
         }
-    }
+        order = [{f: "asc"} for f in ("@timestamp", *sort)]
+        index = f"{stream}-{namespace}"
+        return [h["_source"] for h in iter_hits(client, index, query, order, source=list(fields))]
 
     def fetch(stream: str, fields: Sequence[str], sort: Sequence[str]) -> list[Mapping[str, Any]]:
-        order = [{f: "asc"} for f in ("@timestamp", *sort)]
-        return [
-            h["_source"]
-            for h in iter_hits(client, f"{stream}-{namespace}", query, order, source=list(fields))
-        ]
+        docs = fetch_range(stream, since, until, fields, sort)
+        if docs or latest is None:
+            return docs
+        last = newest(client, f"{stream}-{namespace}")
+        if last is None:
+            return docs
+        hi = datetime.fromtimestamp(float(last) / 1000, tz=UTC) + timedelta(milliseconds=1)
+        if shifted is not None:
+            shifted[stream] = (hi - latest, hi)
+        return fetch_range(stream, hi - latest, hi, fields, sort)
 
     return fetch
 

@@ -1,0 +1,105 @@
+"""The demo's drop directories, laid out from real data that ships with iolens or its wheels.
+
+One drop directory per type under the demo's directory (``config/demo.yaml``: ``var/demo/drops``):
+
+* ``fio``: fio 3.33 latency-histogram logs of two hosts (``tests/data/fio/samples``);
+* ``sadf``: a sysstat recording of six loop-device LUNs in which ``loop3`` was slowed for four
+  minutes (``tests/data/sysstat/peer_fault_sadf_d.csv``); the peer thresholds are trained on its
+  fault-free twin (``peer_clean_sadf_d.csv``) first, as a user would;
+* ``darshan``: the Darshan logs of pydarshan's test inputs (the ``darshan`` wheel, a dependency):
+  ``sample-badost.darshan`` (2,048 processes writing at 673 MiB/s, one slow OST),
+  ``sample.darshan`` (job 4478544) and ``sample-goodost.darshan``;
+* ``slurm``: the sacct records of job 4478544 (``tests/data/slurm``), the job of
+  ``sample.darshan``;
+* ``events``: a run of the instrumented HTTP server, 300 requests of six types
+  (``tests/data/events/http_server_6x50.jsonl``).
+
+No LMT export goes with them: the two bundled ones (``tests/data/lmt``) cover other days than
+the Darshan logs. Files are copied once; a file already in place is left as it is, so a second
+demo finds the same files and the registry knows them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+"""The checkout iolens runs from (the demo's data is under its ``tests/data``)."""
+DARSHAN_LOGS = ("sample-badost.darshan", "sample.darshan", "sample-goodost.darshan")
+"""pydarshan's test logs the demo reads (``darshan/tests/input`` of the wheel)."""
+CLEAN_RECORDING = Path("tests/data/sysstat/peer_clean_sadf_d.csv")
+"""The fault-free sysstat recording the peer thresholds are trained on."""
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A file of the demo in its drop directory.
+
+    Attributes:
+        drop: the drop directory's type (``fio-hist``, ``sadf``...).
+        path: where it is now; source: where it was copied from.
+        copied: copied by this call (False: it was there already).
+    """
+
+    drop: str
+    path: Path
+    source: Path
+    copied: bool
+
+
+def darshan_inputs() -> Path:
+    """The directory of pydarshan's test logs in the installed ``darshan`` wheel.
+
+    Raises:
+        ConfigError: the wheel is missing or holds no test logs.
+    """
+    import darshan
+
+    where = Path(darshan.__file__).resolve().parent / "tests" / "input"
+    if not (where / DARSHAN_LOGS[0]).is_file():
+        raise ConfigError(f"the darshan wheel has no test logs in {where}: reinstall darshan")
+    return where
+
+
+def sources(repo: Path = REPO) -> list[tuple[str, Path, Path]]:
+    """``(drop type, source file, path under the drop directory)`` of every demo file.
+
+    Raises:
+        ConfigError: ``repo`` is not a checkout of iolens (no ``tests/data``).
+    """
+    data = repo / "tests" / "data"
+    if not (data / "fio" / "samples").is_dir():
+        raise ConfigError(
+            f"the demo reads the data bundled in a checkout of iolens; {data} is missing"
+        )
+    fio = data / "fio" / "samples"
+    out = [("fio-hist", f, Path("fio") / f.relative_to(fio)) for f in sorted(fio.glob("*/*.log"))]
+    out.append(("sadf", data / "sysstat" / "peer_fault_sadf_d.csv", Path("sadf/peer_fault.csv")))
+    out += [("darshan", darshan_inputs() / n, Path("darshan") / n) for n in DARSHAN_LOGS]
+    out.append(("slurm", data / "slurm" / "sacct_4478544.txt", Path("slurm/sacct.txt")))
+    out.append(("events", data / "events" / "http_server_6x50.jsonl", Path("events/http.jsonl")))
+    return out
+
+
+def lay_out(drops: Path, repo: Path = REPO) -> list[Placed]:
+    """Copy every demo file (:func:`sources`) under ``drops`` unless it is there already.
+
+    Raises:
+        ConfigError: as :func:`sources`.
+        OSError: a file cannot be copied.
+    """
+    placed = []
+    for drop, src, rel in sources(repo):
+        dest = drops / rel
+        copied = not dest.exists()
+        if copied:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{dest.name}.part")  # never a half-copied file in a drop
+            shutil.copy2(src, tmp)  # its modification time too: the logs are complete
+            tmp.rename(dest)
+        placed.append(Placed(drop, dest, src, copied))
+    return placed

@@ -1,0 +1,158 @@
+"""``iolens demo`` as a new user meets it: a checkout of its own (the repository's files copied to
+a temporary directory, as a fresh clone has them), the demo run twice, then ``iolens status``,
+``report``, ``deadletter list`` and ``darshan stats`` with no flags. The cluster is the embedded
+server the demo starts itself (on a free port given through ``IOLENS_ES_URL``, so that it never
+meets a server of the developer's)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from elasticsearch import Elasticsearch
+
+from pipeline.sink.embedded import free_port, stop_detached
+
+REPO = Path(__file__).resolve().parents[2]
+NS = "default"
+EXPECTED = {
+    "metrics-fio.latency": 108,
+    "metrics-fio.histogram": 315,
+    "metrics-sysstat.diskio": 3773,
+    "metrics-iolens.peer_anomaly": 96,
+    "metrics-iolens.persistence": 14,
+    "logs-darshan.job": 3,
+    "logs-iolens.io_diagnosis": 1,
+    "logs-slurm.job": 11,
+    "logs-iolens.request": 300,
+    "metrics-iolens.workload_model": 6,
+}
+"""Documents per data stream after the demo (each counted from the bundled data: 6 intervals x 3
+directions x 6 scopes of fio, 539 samples x 7 devices of sysstat, 16 windows x 6 LUNs, ...)."""
+
+
+def checkout(dest: Path) -> Path:
+    """The repository's files as a fresh clone has them (tracked and new, not ignored ones)."""
+    files = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        src = REPO / os.fsdecode(name)
+        if src.is_file():
+            (dest / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / os.fsdecode(name))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A checkout and the environment of a user on it (the cluster's URL only)."""
+    root = checkout(tmp_path_factory.mktemp("clone"))
+    env = os.environ | {"IOLENS_ES_URL": f"http://127.0.0.1:{free_port()}"}
+    env.pop("PYTHONPATH", None)
+    yield root, env
+    stop_detached(root / "var" / "noida-db")
+
+
+def iolens(clone: tuple[Path, dict[str, str]], *args: str) -> subprocess.CompletedProcess[str]:
+    """``iolens ARGS`` in the checkout (its own ``pipeline`` package), output captured."""
+    root, env = clone
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli.main", *args],
+        cwd=root,
+        env=env | {"COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def counts(clone: tuple[Path, dict[str, str]]) -> dict[str, int]:
+    """Documents per data stream of :data:`EXPECTED` in the demo's cluster."""
+    es = Elasticsearch(clone[1]["IOLENS_ES_URL"])
+    es.indices.refresh(index=f"*-{NS}")
+    return {s: int(es.count(index=f"{s}-{NS}")["count"]) for s in EXPECTED}
+
+
+@pytest.fixture(scope="module")
+def first(clone: tuple[Path, dict[str, str]]) -> subprocess.CompletedProcess[str]:
+    """The first demo."""
+    return iolens(clone, "demo")
+
+
+def test_the_demo_indexes_every_stream_and_shows_what_each_found(
+    clone: tuple[Path, dict[str, str]], first: subprocess.CompletedProcess[str]
+) -> None:
+    assert first.returncode == 0, first.stderr
+    assert counts(clone) == EXPECTED
+    out = first.stdout
+    assert "10 files in 5 drop directories under var/demo/drops (10 copied now)" in out
+    assert "group 'luns', await 1.12 over 10 windows" in out
+    # fio: the first mixed interval of the two hosts (reads and writes)
+    assert "05:25:01 │ 48,568 │ 122.4 │ 160.4 │ 195.1 │  2,359.3" in out
+    # sysstat: loop3, slowed from 06:35:44, faulty from window 6 (ends 06:36:58), 73 s after
+    assert "vm/loop3 indicted among the LUNs of peer group 'luns' on await" in out
+    assert "faulty from 2026-11-22 06:36:58 UTC (10 faulty windows)" in out
+    assert "persistence rank 1 in the newest ranking" in out
+    # Darshan: sample-badost's slow OST
+    assert "job 6265799 (ior), writes at 673.3 MiB/s on its critical path" in out
+    assert "ior-posix.out.00001507: 98.8% of the critical path, on OST 14" in out
+    assert "cause slow_ost (darshan): OST 14 is slow" in out
+    # events: the six request types of the test server
+    assert "event log: 300 requests in 6 clusters (workload model)" in out
+    assert "ReqStart Fork TaskStart Seg[cpu_ns=15.1ms] TaskEnd" in out
+    assert (clone[0] / "var" / "demo" / "report.html").is_file()
+    assert "the embedded server keeps running" in out
+
+
+def test_a_second_demo_indexes_nothing_new_and_says_so(
+    clone: tuple[Path, dict[str, str]], first: subprocess.CompletedProcess[str]
+) -> None:
+    again = iolens(clone, "demo")
+    assert again.returncode == 0, again.stderr
+    assert "nothing new indexed: the demo's files were delivered to this cluster already" in (
+        again.stdout
+    )
+    assert "(10 copied now)" not in again.stdout
+    assert "vm/loop3 indicted" in again.stdout  # the findings are still shown
+    assert counts(clone) == EXPECTED
+
+
+def test_everyday_commands_show_the_demo_without_flags(
+    clone: tuple[Path, dict[str, str]], first: subprocess.CompletedProcess[str]
+) -> None:
+    status = iolens(clone, "status")
+    assert status.returncode == 0, status.stderr
+    for name in ("randrw_clat_hist.1.log", "peer_fault.csv", "sample-badost.darshan", "http.jsonl"):
+        assert name in status.stdout
+    assert "spool: 0 documents waiting" in status.stdout
+    report = iolens(clone, "report")
+    assert report.returncode == 0, report.stderr
+    assert "report.html: 13 plots in 4 sections" in report.stderr
+    assert "older data shown for logs-darshan.job, logs-iolens.io_diagnosis" in report.stderr
+    page = (clone[0] / "report.html").read_text()
+    assert "Nothing in this range in logs-darshan.job: its newest data is shown" in page
+    dead = iolens(clone, "deadletter", "list")
+    assert dead.returncode == 0, dead.stderr
+    assert "rejected input" in dead.stdout
+    stats = iolens(clone, "darshan", "stats")
+    assert stats.returncode == 0, stats.stderr
+    assert "jobs: 3 (3 with I/O)" in stats.stdout
+
+
+def test_the_demo_says_where_to_run_it_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo"]) == 2
+    assert f"the demo runs from the checkout: cd {REPO} first" in capsys.readouterr().err
+    assert not (tmp_path / "var").exists()
