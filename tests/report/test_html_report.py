@@ -16,6 +16,7 @@ from PIL import Image
 
 from pipeline.cli.main import main
 from pipeline.cli.report_cmd import when
+from pipeline.demo.data import lay_out
 from pipeline.errors import ConfigError
 from pipeline.jobs.main_job import MainJob
 from pipeline.settings import load_settings
@@ -45,8 +46,11 @@ def test_report_of_the_demo_data_renders_every_plot(
     ns = f"rp{uuid.uuid4().hex[:8]}"
     settings = load_settings(DEMO)
     es = settings.elasticsearch.model_copy(update={"url": es_url, "namespace": ns})
+    lay_out(tmp_path / "drops")  # the demo's files, but only its fio drop is read here
+    fio = settings.drops[0].model_copy(update={"path": str(tmp_path / "drops" / "fio")})
+    assert fio.type == "fio-hist"
     settings = settings.model_copy(
-        update={"elasticsearch": es, "state_dir": str(tmp_path / "state")}
+        update={"elasticsearch": es, "state_dir": str(tmp_path / "state"), "drops": (fio,)}
     )
     with MainJob(settings, client) as job:
         job.run_once()
