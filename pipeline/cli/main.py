@@ -77,8 +77,9 @@ def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "-v",
         "--verbose",
-        action="store_true",
-        help="log the routine steps too (the same as --log-level DEBUG)",
+        action="count",
+        default=0,
+        help="log the routine steps too (the same as --log-level DEBUG; -vv is the same)",
     )
     p.add_argument("--log-json", action="store_true", help="log as ECS JSON lines")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
