@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from pipeline.shippers.registry import REGISTRY_FILE, FileState, Registry
+from pipeline.shippers.rotation import adopt_rotated
 
 OLD_SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -117,3 +118,19 @@ def test_redeliver_restarts_what_went_elsewhere_keeping_generation(tmp_path: Pat
         assert reg.redeliver() == 0
     with Registry(path) as unknown:
         assert unknown.redeliver() == 0
+
+
+def test_a_rotated_copy_adopts_only_what_went_to_this_cluster(tmp_path: Path) -> None:
+    copy = tmp_path / "app.log.1"
+    copy.write_bytes(b"first\nsecond\nthird\n")
+    path = tmp_path / REGISTRY_FILE
+    with Registry(path, cluster="A") as reg:
+        reg.upsert_new("1:10:fp", tmp_path / "app.log")
+        reg.commit("1:10:fp", 13, 2, None)  # "first\nsecond\n"
+    with Registry(path, cluster="B") as reg:
+        assert adopt_rotated(reg, {}, "1:11:fp", copy) is None
+        assert reg.get("1:11:fp") is None
+    with Registry(path, cluster="A") as reg:
+        state = adopt_rotated(reg, {}, "1:11:fp", copy)
+        assert state is not None
+        assert (state.path, state.offset, state.line_no, state.cluster) == (str(copy), 13, 2, "A")
