@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
-from pipeline.cli.run_cmd import EX_TEMPFAIL
+from pipeline.cli.run_cmd import EX_TEMPFAIL, add_redeliver
 from pipeline.cli.subcommand import Subparsers
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
@@ -23,6 +23,7 @@ def add_parser(sub: Subparsers, name: str) -> None:
     p.add_argument("--tz", default="UTC", help="time zone of local times (slurm, lmt)")
     p.add_argument("--schema", help="the event schema (YAML) of events files")
     p.add_argument("--state-dir", help="registry, spool and dead letters (default: config)")
+    add_redeliver(p)
     p.add_argument("FILE", nargs="+", type=Path)
 
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"state_dir": args.state_dir})
     _check_inputs(args)
     with Cluster(settings) as cluster:
-        with MainJob(settings, cluster.client) as job:
+        with MainJob(settings, cluster.client, redeliver=args.redeliver) as job:
             job.once = True
             job.sink.wait_when_full = False  # as run --once: the rest is for the next time
             drops = [

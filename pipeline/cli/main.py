@@ -78,6 +78,13 @@ def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE", help="pipeline YAML (default: built-in defaults)")
     p.add_argument("--es-url", metavar="URL", help="Elasticsearch URL (overrides the config)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log the routine steps too (the same as --log-level DEBUG; -vv is the same)",
+    )
     p.add_argument("--log-json", action="store_true", help="log as ECS JSON lines")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_module, help_text) in COMMANDS.items():
@@ -93,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     wanted = next((a for a in args_in if a in COMMANDS), None)
     args = build_parser(wanted).parse_args(args_in)
-    setup_logging(args.log_level, args.log_json)
+    setup_logging("DEBUG" if args.verbose else args.log_level, args.log_json)
     try:
         return int(command_module(args.command).run(args))
     except (ConfigError, ParseError) as err:

@@ -44,10 +44,20 @@ def add_parser(sub: Subparsers, name: str) -> None:
         help="the event schema (YAML) of the events drops given with --drop",
     )
     p.add_argument("--state-dir", help="registry, spool and dead letters (default: config)")
+    add_redeliver(p)
     p.add_argument(
         "--keep-server",
         action="store_true",
         help="leave a started embedded server running after exit (make demo)",
+    )
+
+
+def add_redeliver(p: argparse.ArgumentParser) -> None:
+    """The ``--redeliver`` option (``run`` and ``ingest``)."""
+    p.add_argument(
+        "--redeliver",
+        action="store_true",
+        help="read again the files the registry says were delivered to another cluster",
     )
 
 
@@ -87,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             "no drop directories: add drops: to the config or pass --drop fio-hist=DIR"
         )
     with Cluster(settings, detach=args.keep_server) as cluster:
-        with MainJob(settings, cluster.client) as job:
+        with MainJob(settings, cluster.client, redeliver=args.redeliver) as job:
             if args.once:
                 summary = job.run_once()
             else:

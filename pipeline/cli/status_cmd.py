@@ -19,7 +19,9 @@ from pipeline.settings import ElasticsearchSettings
 from pipeline.shippers.registry import Registry
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import make_client, ping_url
+from pipeline.sink.cluster_id import cluster_id
 from pipeline.sink.deadletter import DeadLetters
+from pipeline.sink.notices import said
 from pipeline.sink.spool import Spool
 
 
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     print_local(console, state)
     print_rates(console, read_state(state))
-    print_cluster(console, settings.elasticsearch)
+    print_cluster(console, settings.elasticsearch, state)
     return 0
 
 
@@ -94,17 +96,22 @@ def print_local(console: Console, state: Path) -> None:
         dirty.close()
 
 
-def print_cluster(console: Console, es: ElasticsearchSettings) -> None:
-    """Whether the cluster answers, and what it can do."""
+def print_cluster(console: Console, es: ElasticsearchSettings, state: Path) -> None:
+    """Whether the cluster answers, which cluster it is, what it can do, and the notices about
+    what it lacks with when ``iolens run``/``ingest`` first said each in ``state``."""
     url = es.url
     if not ping_url(url, timeout=5.0):
         console.print(f"cluster: nothing answers at {url}")
         return
     client = make_client(es)
     caps = detect(client)
+    ident = cluster_id(client, create=False)
+    client.close()
     console.print(f"cluster: {url} answers, Elasticsearch API {caps.version}")
+    console.print(f"  cluster id: {ident or 'unknown (nothing was delivered to it yet)'}")
     for name in ("ilm", "data_stream_admin", "percentiles_agg"):
         console.print(f"  {name}: {'yes' if getattr(caps, name) else 'no'}")
+    first = said(state, ident)
     for msg in caps.messages:
-        console.print(f"  {msg}")
-    client.close()
+        when = first.get(msg)
+        console.print(f"  {msg} ({f'first said {when}' if when else 'not said yet'})")

@@ -43,7 +43,9 @@ from pipeline.shippers.registry import Registry
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
+from pipeline.sink.cluster_id import cluster_id
 from pipeline.sink.documents import DocContext
+from pipeline.sink.notices import announce
 from pipeline.sink.sender import AsyncSink
 from pipeline.sink.templates import install, load_templates
 
@@ -60,7 +62,11 @@ class MainJob:
         client: Client client (already pointed at the cluster or embedded server).
         clock: wall-clock seconds.
         install_templates: install (idempotently) the index templates first, as ``iolens setup``
-            does; what the cluster lacks is logged once.
+            does; what the cluster lacks is said once per cluster and state directory
+            (:func:`~pipeline.sink.notices.announce`).
+        redeliver: read again the files whose lines were delivered to another cluster
+            (:meth:`Registry.redeliver <pipeline.shippers.registry.Registry.redeliver>`);
+            without it they are not read, and :meth:`ingest` says so once.
     """
 
     def __init__(
@@ -70,14 +76,26 @@ class MainJob:
         *,
         clock: Callable[[], float] = time.time,
         install_templates: bool = True,
+        redeliver: bool = False,
     ) -> None:
         state = Path(settings.state_dir)
         state.mkdir(parents=True, exist_ok=True)
         self._lock = lock_state_dir(state)
+        self.cluster = cluster_id(client)
         if install_templates:
-            install(client, load_templates(), detect(client))
+            caps = detect(client)
+            announce(caps.messages, self.cluster, state, clock=clock)
+            install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
-        self.registry = Registry(state / "registry.sqlite")
+        self.registry = Registry(state / "registry.sqlite", cluster=self.cluster)
+        self._told_elsewhere = False
+        if self.cluster is None:
+            log.info(
+                "cannot tell which cluster this is now: files are not checked against the "
+                "cluster they were delivered to"
+            )
+        if redeliver:
+            self._redeliver()
         self.ctx = DocContext(namespace=settings.elasticsearch.namespace)
         host = socket.gethostname()
         self.shipping = ShipContext(
@@ -105,6 +123,32 @@ class MainJob:
             state,
             on_ack=self._on_ack,
             target_bulk_s=settings.service_rate.target_bulk_s,
+        )
+
+    def _redeliver(self) -> None:
+        """``--redeliver``: forget what went to other clusters (read again into this one)."""
+        if self.cluster is None:
+            log.warning("--redeliver: cannot tell which cluster this is; nothing is read again")
+            return
+        n = self.registry.redeliver()
+        log.info(
+            "--redeliver: %s files delivered to another cluster are read again into this one (%s)",
+            n,
+            self.cluster,
+        )
+
+    def _tell_elsewhere(self) -> None:
+        """Say once per run how many files were not read because their lines went to another
+        cluster, and what to do about it."""
+        if self._told_elsewhere or not self.files.elsewhere:
+            return
+        self._told_elsewhere = True
+        log.warning(
+            "files already delivered to another cluster (%s), not to this one (%s), are not "
+            "read: %s. To read them into this cluster, run the command again with --redeliver",
+            ", ".join(sorted(set(self.files.elsewhere.values()))),
+            self.cluster,
+            len(self.files.elsewhere),
         )
 
     def _reader(self) -> Pump:
@@ -171,6 +215,7 @@ class MainJob:
         """
         self.sink.queue.producer_idle(False)
         tails = [t for path, drop in files if (t := self.discover(path, drop)) is not None]
+        self._tell_elsewhere()
         for t in tails:
             self.reader.shipper_of(t).prefetch(t)
         for t in tails:
@@ -237,6 +282,7 @@ class MainJob:
             events += w.drain(timeout_s=0.2 / max(1, len(watchers)))
         self.sink.queue.producer_idle(False)
         self._handle(events, drops)
+        self._tell_elsewhere()
         for p, drop in list(self.files.unidentified.items()):
             tail = self.discover(Path(p), drop)
             if tail is not None:
@@ -271,6 +317,8 @@ class MainJob:
 
     def snapshot(self) -> RunSummary:
         """The summary so far, with sink counters and dead-letter counts."""
+        self.summary.skipped = len(self.files.resumed - self.reader.read_keys)
+        self.summary.elsewhere = len(self.files.elsewhere)
         return self.summary.update(self.sink, len(self.reader.read_keys))
 
     def __enter__(self) -> MainJob:

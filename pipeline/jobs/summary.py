@@ -12,6 +12,10 @@ class RunSummary:
     """What one run did: files and lines read, bad lines, documents per data stream."""
 
     files: int = 0
+    skipped: int = 0
+    """Files found that were delivered before (to this cluster) with nothing new to read."""
+    elsewhere: int = 0
+    """Files not read because their lines were delivered to another cluster."""
     lines: int = 0
     bad_lines: int = 0
     bad_files: int = 0

@@ -68,7 +68,14 @@ def print_summary(
 ) -> None:
     """Print what a run did and the cluster-wide p50/p95/p99 per interval (µs)."""
     console.print(
-        f"files read: {summary.files}   lines: {summary.lines}   bad lines: {summary.bad_lines}"
+        f"files read: {summary.files}   "
+        + (f"skipped (delivered before): {summary.skipped}   " if summary.skipped else "")
+        + (
+            f"not read (delivered to another cluster): {summary.elsewhere}   "
+            if summary.elsewhere
+            else ""
+        )
+        + f"lines: {summary.lines}   bad lines: {summary.bad_lines}"
         f"   bad files: {summary.bad_files}   intervals merged: {summary.intervals}"
         + (f"   peer windows: {summary.peer_windows}" if summary.peer_windows else "")
     )

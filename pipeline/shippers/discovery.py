@@ -7,6 +7,12 @@ keeps its tail, followed across renames; a new one gets a tail from its drop for
 a file read before (:mod:`pipeline.shippers.rotation`). A path that cannot be identified yet (no
 complete first line) waits in :attr:`FileSet.unidentified`; a file gone or replaced is
 *retired*: no longer read, but its lines in flight still get committed.
+
+A file whose registry entry says its lines were delivered to another cluster than the one in
+use (:meth:`~pipeline.shippers.registry.FileState.delivered_elsewhere`) is not read: it is noted
+in :attr:`FileSet.elsewhere` for the caller to tell the user once. A file resumed from a
+committed offset is noted in :attr:`FileSet.resumed` (reported as skipped when nothing new was
+read of it).
 """
 
 from __future__ import annotations
@@ -56,6 +62,10 @@ class FileSet:
         self.truncated: dict[str, FileState] = {}
         """Path -> the state of the file there before it was truncated (see
         :func:`~pipeline.shippers.rotation.adopt_rotated`)."""
+        self.elsewhere: dict[str, str] = {}
+        """Registry key -> the other cluster its lines were delivered to (not read)."""
+        self.resumed: set[str] = set()
+        """Registry keys of the files opened at a committed offset (delivered before)."""
 
     def find(self, key: str) -> Tail | None:
         """The tail of file ``key``, read or retired."""
@@ -129,6 +139,13 @@ class FileSet:
         state = self.registry.get(key)
         if state is not None and state.done:
             return None  # quarantined earlier: it stays in the dead-letter area
+        if state is not None and state.delivered_elsewhere(self.registry.cluster):
+            if key not in self.elsewhere:
+                log.debug("%s was delivered to cluster %s: not read", path, state.cluster)
+            self.elsewhere[key] = str(state.cluster)
+            return None
+        if state is not None and state.offset:
+            self.resumed.add(key)
         shipper = self.shippers[drop.type]
         if state is None and shipper.rotated_copies:
             state = adopt_rotated(self.registry, self.truncated, key, path)

@@ -7,6 +7,12 @@ before it (see :mod:`pipeline.delivery.acks`), and a truncation bumps a per-file
 callers put into document ids, so rewritten content at an old offset is not mistaken for a
 duplicate (elastic.md §6.1, design implication 3).
 
+Each row also names the cluster its committed lines were delivered to (``cluster``: the
+cluster's identity from :func:`pipeline.sink.cluster_id.cluster_id`; NULL in rows written
+before the column existed, which count as delivered to whatever cluster is in use). A file
+whose lines went to another cluster is not resumed there: its offset means nothing to the new
+cluster (:meth:`FileState.delivered_elsewhere`, :meth:`Registry.redeliver`).
+
 Storage: ``<state_dir>/registry.sqlite`` in WAL mode with ``synchronous=FULL``; every mutation is
 one transaction, so a committed value survives a crash of the process or the machine. For ``.gz``
 inputs (read whole, see :func:`pipeline.shippers.tailer.read_gzip_lines`) ``offset`` and
@@ -41,16 +47,21 @@ CREATE TABLE IF NOT EXISTS files (
     first_seen_ms  INTEGER NOT NULL,
     updated_ms     INTEGER NOT NULL,
     done           INTEGER NOT NULL DEFAULT 0,
-    generation     INTEGER NOT NULL DEFAULT 0
+    generation     INTEGER NOT NULL DEFAULT 0,
+    cluster        TEXT
 )
 """
 
+_MIGRATIONS = (("cluster", "ALTER TABLE files ADD COLUMN cluster TEXT"),)
+"""Columns added since the first schema, with the statement that adds each to an older
+registry (their rows get NULL)."""
+
 _COLUMNS = (
     "key, path, offset, line_no, size_seen, cursor, anchor_ms, first_seen_ms, updated_ms, done, "
-    "generation"
+    "generation, cluster"
 )
 
-Row = tuple[str, str, int, int, int, str | None, int | None, int, int, int, int]
+Row = tuple[str, str, int, int, int, str | None, int | None, int, int, int, int, str | None]
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,8 @@ class FileState:
         updated_ms: when the row last changed (Unix ms).
         done: the file was read completely and will not change (whole-file inputs).
         generation: how many times the file was truncated and restarted at 0; part of doc ids.
+        cluster: the identity of the cluster the committed lines went to; None when unknown
+            (rows from before the column existed, or runs that could not tell).
     """
 
     key: str
@@ -82,13 +95,33 @@ class FileState:
     updated_ms: int
     done: bool
     generation: int
+    cluster: str | None = None
 
     @classmethod
     def _from_row(cls, row: Row) -> FileState:
-        key, path, offset, line_no, size_seen, cursor, anchor, first, updated, done, gen = row
+        key, path, offset, line_no, size_seen, cursor, anchor, first, updated, done, gen, c = row
         return cls(
-            key, path, offset, line_no, size_seen, cursor, anchor, first, updated, bool(done), gen
+            key,
+            path,
+            offset,
+            line_no,
+            size_seen,
+            cursor,
+            anchor,
+            first,
+            updated,
+            bool(done),
+            gen,
+            c,
         )
+
+    def delivered_elsewhere(self, cluster: str | None) -> bool:
+        """Whether lines of this file were committed for a cluster other than ``cluster``.
+
+        False when nothing was committed (``offset`` 0), when either cluster is unknown (None:
+        an old row counts as delivered to the cluster in use) or when they are the same.
+        """
+        return bool(self.offset and self.cluster and cluster and self.cluster != cluster)
 
 
 class Registry:
@@ -97,13 +130,25 @@ class Registry:
     Args:
         path: the database file, normally ``<state_dir>/registry.sqlite``; its directory is created.
         clock: seconds since the Unix epoch (``time.time``), for ``first_seen_ms``/``updated_ms``.
+        cluster: the identity of the cluster this process delivers to; :meth:`commit` records
+            it with each file's offset. None: unknown (the recorded cluster is left as it is).
+
+    A registry written before a column was added is brought up to date when opened (the
+    new columns are NULL in its rows).
 
     Raises:
         sqlite3.Error: the database cannot be opened or is not a registry.
     """
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        cluster: str | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.cluster = cluster
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self._lock = threading.Lock()
@@ -111,6 +156,20 @@ class Registry:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute(_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns an older registry lacks (another process may be doing the same)."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(files)")}
+        for column, statement in _MIGRATIONS:
+            if column in have:
+                continue
+            try:
+                self._db.execute(statement)
+            except sqlite3.OperationalError as err:
+                if "duplicate column" not in str(err):
+                    raise
+            log.debug("registry %s: added column %s", self.path, column)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -187,7 +246,8 @@ class Registry:
             return self._require(cur, key)
 
     def commit(self, key: str, offset: int, line_no: int, cursor: str | None) -> FileState:
-        """Move file ``key`` forward to ``offset``/``line_no`` with the parser's ``cursor``.
+        """Move file ``key`` forward to ``offset``/``line_no`` with the parser's ``cursor``,
+        delivered to :attr:`cluster` (when known).
 
         One transaction. Committing the current position again (with a new cursor) is allowed.
 
@@ -204,9 +264,9 @@ class Registry:
                     f"{offset}, line {state.line_no} -> {line_no} (use reset() after a truncation)"
                 )
             cur.execute(
-                "UPDATE files SET offset = ?, line_no = ?, cursor = ?, updated_ms = ? "
-                "WHERE key = ?",
-                (offset, line_no, cursor, self._now_ms(), key),
+                "UPDATE files SET offset = ?, line_no = ?, cursor = ?, updated_ms = ?, "
+                "cluster = COALESCE(?, cluster) WHERE key = ?",
+                (offset, line_no, cursor, self._now_ms(), self.cluster, key),
             )
             return self._require(cur, key)
 
@@ -232,6 +292,28 @@ class Registry:
                 state.generation + 1,
             )
             return self._require(cur, key)
+
+    def redeliver(self) -> int:
+        """Forget what was delivered to clusters other than :attr:`cluster`: each such file
+        (see :meth:`FileState.delivered_elsewhere`) restarts at 0 (offset, line_no, size_seen,
+        cursor; its cluster unknown until lines are committed again) so it is read again into
+        this cluster. Its generation is kept, so document ids stay those of the first delivery
+        (delivering to the old cluster again gives duplicates, not copies). Quarantined files
+        (``done``) stay as they are.
+
+        Returns:
+            How many files will be read again (0 when :attr:`cluster` is unknown).
+        """
+        if self.cluster is None:
+            return 0
+        with self._tx() as cur:
+            cur.execute(
+                "UPDATE files SET offset = 0, line_no = 0, size_seen = 0, cursor = NULL, "
+                "cluster = NULL, updated_ms = ? "
+                "WHERE offset > 0 AND done = 0 AND cluster IS NOT NULL AND cluster != ?",
+                (self._now_ms(), self.cluster),
+            )
+            return cur.rowcount
 
     def _update(self, key: str, column: str, value: object) -> FileState:
         with self._tx() as cur:

@@ -67,14 +67,18 @@ def adopt_rotated(
     by this process (``truncated``: path -> its state before). The copy must begin with the
     same bytes (the fingerprint of its identity) and hold, up to that offset, exactly as many
     lines as were committed, the last one ending there. Otherwise it is read from its start:
-    its documents are already there (409s). Returns the new file's state, or None when
+    its documents are already there (409s). An original whose lines went to another cluster
+    than the registry's (:meth:`FileState.delivered_elsewhere`) is no original here: the copy
+    is read from its start into this cluster. Returns the new file's state, or None when
     ``path`` is not such a copy.
     """
     stem = unrotated(path)
     if stem == path:
         return None
     for orig in (truncated.get(str(stem)), *registry.by_path(stem)):
-        if orig is None or not _is_copy_of(orig, key, path):
+        if orig is None or orig.delivered_elsewhere(registry.cluster):
+            continue
+        if not _is_copy_of(orig, key, path):
             continue
         log.info(
             "%s is a rotated copy of %s: reading it from byte %s (line %s), where that was read to",

@@ -130,7 +130,8 @@ def detect(client: Elasticsearch) -> Capabilities:
     """Probe ``GET /``, ``GET /_ilm/policy``, ``GET /_data_stream`` and a ``size: 0`` search
     with a ``percentiles`` aggregation on a throw-away index (created and deleted again).
 
-    Missing APIs never raise; each adds one message (also logged at INFO).
+    Missing APIs never raise; each adds one message (logged here at DEBUG only: callers tell
+    the user once per cluster with :func:`pipeline.sink.notices.announce`, or print them).
 
     Raises:
         ConfigError: the cluster does not answer ``GET /`` at all.
@@ -143,7 +144,7 @@ def detect(client: Elasticsearch) -> Capabilities:
         results.append(ok)
         if msg:
             messages.append(msg)
-            log.info("%s", msg)
+            log.debug("%s", msg)
     return Capabilities(
         version=version,
         ilm=results[0],

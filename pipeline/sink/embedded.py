@@ -136,7 +136,7 @@ class EmbeddedServer:
         self._wait_ready(proc, timeout_s)
         if detach:
             (self.data_dir / PID_NAME).write_text(f"{proc.pid}\n", encoding="utf-8")
-        log.info("embedded Elasticsearch-API server answering at %s (pid %s)", self.url, self.pid)
+        log.debug("embedded Elasticsearch-API server answering at %s (pid %s)", self.url, self.pid)
 
     def _spawn(self, detach: bool) -> subprocess.Popen[bytes]:
         """Start the binary, its output appended to ``<data_dir>/noida-db.log``."""
@@ -295,7 +295,8 @@ def ensure_cluster(
         emb: when nothing answers and the URL is ``http://`` on localhost/127.0.0.1/::1 and
             ``emb.enabled``, noida-db is started on that URL's port (9200 if none) with its
             data in ``emb.data_dir``, waiting up to ``emb.start_timeout_s``.
-        log: where to say that the embedded server was started (this module's logger if None).
+        log: where to say that the embedded server was started (this module's logger if None):
+            at INFO when its data directory is new (the first start), at DEBUG afterwards.
         detach: start it detached (see :meth:`EmbeddedServer.start`), e.g. for ``make demo``.
 
     Returns:
@@ -323,10 +324,12 @@ def _start_embedded(
     """
     parts = _embeddable(es, emb.enabled)
     data_dir = Path(emb.data_dir)
+    fresh = not data_dir.exists()
     host = "::1" if parts.hostname == "::1" else "127.0.0.1"
     server = EmbeddedServer(data_dir, parts.port or 9200, host)
     server.start(emb.start_timeout_s, detach=detach)
-    logger.info(
+    logger.log(
+        logging.INFO if fresh else logging.DEBUG,
         "no cluster answered at %s; started the embedded Elasticsearch-API server (noida-db) "
         "with data in %s",
         es.url,

@@ -122,3 +122,24 @@ def test_ensure_cluster_without_embedded_names_url_and_fix(tmp_path: Path) -> No
     remote = f"https://localhost:{free_port()}"
     with pytest.raises(ConfigError, match="only started for an http:// URL on localhost"):
         ensure_cluster(ElasticsearchSettings(url=remote), EmbeddedSettings(data_dir=str(tmp_path)))
+
+
+def test_a_restart_on_the_same_data_is_said_at_debug_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()
+    es = ElasticsearchSettings(url=f"http://localhost:{port}")
+    emb = EmbeddedSettings(data_dir=str(tmp_path / "noida"), start_timeout_s=30.0)
+    said = (
+        f"no cluster answered at http://localhost:{port}; started the embedded "
+        f"Elasticsearch-API server (noida-db) with data in {tmp_path / 'noida'}"
+    )
+    levels = []
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG):
+            _url, server = ensure_cluster(es, emb, logging.getLogger("test"))
+        assert server is not None
+        server.stop()
+        levels.append([r.levelname for r in caplog.records if r.getMessage() == said])
+    assert levels == [["INFO"], ["DEBUG"]]
