@@ -26,6 +26,7 @@ from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.report_cmd import DEFAULT_SPAN, write_report
+from pipeline.cli.run_cmd import add_redeliver
 from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.demo import findings
 from pipeline.demo.data import CLEAN_RECORDING, REPO, lay_out
@@ -38,6 +39,7 @@ from pipeline.demo.show import (
 )
 from pipeline.errors import ConfigError
 from pipeline.jobs.main_job import MainJob
+from pipeline.jobs.summary import RunSummary
 from pipeline.report.summary import cluster_latency_rows, print_summary
 from pipeline.settings import Settings
 from pipeline.sink.client import Client
@@ -52,6 +54,7 @@ def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
     p = add_command(sub, name, "every stream once on bundled real data, and what it found", __doc__)
     p.add_argument("--report", type=Path, default=REPORT, help=f"the HTML report ({REPORT})")
+    add_redeliver(p)
 
 
 def demo_settings(args: argparse.Namespace) -> Settings:
@@ -103,16 +106,11 @@ def run(args: argparse.Namespace) -> int:
     )
     train_thresholds(settings, console)
     with Cluster(settings, detach=True) as cluster:
-        with MainJob(settings, cluster.client) as job:
+        with MainJob(settings, cluster.client, redeliver=args.redeliver) as job:
             summary = job.run_once()
         print_summary(summary, [], console)
         if not any(c["indexed"] for c in summary.docs.values()):
-            console.print(
-                f"nothing new indexed: the demo's files were delivered to this cluster already "
-                f"(the registry in {settings.state_dir}); the findings below are those indexed "
-                "then. To start over: make stop; rm -rf var/",
-                highlight=False,
-            )
+            console.print(nothing_new(summary, settings.state_dir), highlight=False)
         show(cluster.client, settings.elasticsearch.namespace, console)
         now = datetime.now(UTC)
         write_report(
@@ -126,6 +124,21 @@ def run(args: argparse.Namespace) -> int:
         if cluster.server is not None:
             console.print(f"  the embedded server keeps running at {cluster.url}", highlight=False)
     return 0 if not summary.unsent else 75
+
+
+def nothing_new(summary: RunSummary, state_dir: str) -> str:
+    """Why a run indexed nothing: delivered to this cluster before, or to another one."""
+    if summary.elsewhere:
+        return (
+            f"nothing new indexed: {summary.elsewhere} of the demo's files were delivered to "
+            f"another cluster (the registry in {state_dir}), so the findings below may be "
+            "empty. To read them into this cluster: iolens demo --redeliver"
+        )
+    return (
+        f"nothing new indexed: the demo's files were delivered to this cluster already "
+        f"(the registry in {state_dir}); the findings below are those indexed then. "
+        "To start over: make stop; rm -rf var/"
+    )
 
 
 def show(client: Client, namespace: str, console: Console) -> None:

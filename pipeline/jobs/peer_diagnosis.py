@@ -162,7 +162,12 @@ def series(
     out = []
     for group, luns in sorted(members.items()):
         if len(luns) < 3:
-            log.warning("peer group %s has %s LUN(s); at least 3 are needed", group, len(luns))
+            log.warning(
+                "peer group %s has %s LUN(s) (%s); at least 3 are needed: not compared",
+                group,
+                len(luns),
+                ", ".join(sorted(luns)),
+            )
             continue
         luns.sort()
         block = _block(rec, luns, field, scale, since_s, until_s)

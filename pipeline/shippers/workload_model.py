@@ -34,6 +34,9 @@ class WorkloadModel:
     Requests are placed incrementally (:class:`pipeline.reducers.request_cluster.Clusterer`);
     the model (clusters with their representatives and counters) is saved as JSON at
     ``path`` with every snapshot and when the shipper stops, and continued on the next start.
+    It remembers the cluster its last snapshot went to: a model read on with another cluster
+    (its requests read again there with ``--redeliver``) snapshots at once, although requests
+    it placed before do not change it.
 
     Args:
         name: the model's name (the schema file's stem): ``iolens.*.model`` in documents.
@@ -53,12 +56,14 @@ class WorkloadModel:
         self.recent: OrderedDict[str, None] = OrderedDict()
         self.changed = False
         self.last_snapshot_s: float | None = None
+        self.snapshot_cluster: str | None = None
         if path.exists():
             try:
                 state = json.loads(path.read_text(encoding="utf-8"))
                 self.clusterer = Clusterer.from_state(state["clusterer"])
                 self.measured = {str(k): float(v) for k, v in state["measured"].items()}
                 self.recent = OrderedDict.fromkeys(state["recent"])
+                self.snapshot_cluster = state.get("cluster")
             except (OSError, ValueError, KeyError, TypeError) as err:
                 raise ValueError(f"{path}: not a saved workload model ({err})") from None
             if self.clusterer.threshold != settings.threshold:
@@ -86,18 +91,26 @@ class WorkloadModel:
         self.changed = True
         return a, self.clusterer.is_outlier(a.cluster, a.distance)
 
-    def due(self, now_s: float) -> bool:
-        """Whether a snapshot is due: requests were placed since the last one, and
-        ``snapshot_s`` has passed (the first one is due at once)."""
+    def due(self, now_s: float, final: bool = False, cluster: str | None = None) -> bool:
+        """Whether a snapshot is due: the last one went to a cluster other than ``cluster``
+        (when both are known); or requests were placed since the last one, and
+        ``snapshot_s`` has passed (the first one is due at once) or the shipper is stopping
+        (``final``)."""
+        if cluster is not None and self.snapshot_cluster not in (None, cluster) and self.recent:
+            return True
         if not self.changed:
             return False
         last = self.last_snapshot_s
-        return last is None or now_s - last >= self.settings.snapshot_s
+        return final or last is None or now_s - last >= self.settings.snapshot_s
 
-    def snapshot(self, ctx: DocContext, host: str, now_s: float) -> list[Document]:
-        """The model's documents now (one per cluster), and the model saved."""
+    def snapshot(
+        self, ctx: DocContext, host: str, now_s: float, cluster: str | None = None
+    ) -> list[Document]:
+        """The model's documents now (one per cluster), and the model saved; ``cluster``: the
+        cluster they go to (None: unknown, the one remembered is kept)."""
         self.last_snapshot_s = now_s
         self.changed = False
+        self.snapshot_cluster = cluster or self.snapshot_cluster
         self.save()
         return list(
             model_documents(
@@ -111,6 +124,7 @@ class WorkloadModel:
             "clusterer": self.clusterer.state(),
             "measured": self.measured,
             "recent": list(self.recent),
+            "cluster": self.snapshot_cluster,
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")

@@ -121,6 +121,9 @@ class Lease:
             log.info("lease %s not released (%s); it expires in %ss", self.name, err, self.ttl_s)
 
     def _set(self, held: bool, by: object) -> None:
-        if held != self.held:
-            log.info("lease %s %s", self.name, "taken" if held else f"held by {by}")
+        if held != self.held:  # taking it is routine; another holder is worth saying
+            if held:
+                log.debug("lease %s taken", self.name)
+            else:
+                log.info("lease %s held by %s", self.name, by)
         self.held = held

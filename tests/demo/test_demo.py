@@ -121,6 +121,8 @@ def test_a_second_demo_indexes_nothing_new_and_says_so(
         again.stdout
     )
     assert "(10 copied now)" not in again.stdout
+    # quiet at the default log level: the notices were said by the first run, the rest is routine
+    assert " INFO " not in again.stderr and " WARNING " not in again.stderr, again.stderr
     assert "vm/loop3 indicted" in again.stdout  # the findings are still shown
     assert counts(clone) == EXPECTED
 
@@ -133,6 +135,8 @@ def test_everyday_commands_show_the_demo_without_flags(
     for name in ("randrw_clat_hist.1.log", "peer_fault.csv", "sample-badost.darshan", "http.jsonl"):
         assert name in status.stdout
     assert "spool: 0 documents waiting" in status.stdout
+    assert "percentiles aggregation is not available on this cluster" in status.stdout
+    assert status.stderr == ""
     report = iolens(clone, "report")
     assert report.returncode == 0, report.stderr
     assert "report.html: 13 plots in 4 sections" in report.stderr
@@ -156,3 +160,22 @@ def test_the_demo_says_where_to_run_it_from(
     assert main(["demo"]) == 2
     assert f"the demo runs from the checkout: cd {REPO} first" in capsys.readouterr().err
     assert not (tmp_path / "var").exists()
+
+
+def test_a_demo_into_a_new_cluster_says_what_was_delivered_elsewhere(
+    clone: tuple[Path, dict[str, str]], first: subprocess.CompletedProcess[str]
+) -> None:
+    root = clone[0]
+    stop_detached(root / "var" / "noida-db")
+    shutil.rmtree(root / "var" / "noida-db")  # a new cluster; the registry in var/state stays
+    held = iolens(clone, "demo")
+    assert held.returncode == 0, held.stderr
+    assert "nothing new indexed: 10 of the demo's files were delivered to another cluster" in (
+        held.stdout
+    )
+    assert "To read them into this cluster: iolens demo --redeliver" in held.stdout
+    assert "not read (delivered to another cluster): 10" in held.stdout
+    again = iolens(clone, "demo", "--redeliver")
+    assert again.returncode == 0, again.stderr
+    assert "vm/loop3 indicted" in again.stdout
+    assert counts(clone) == EXPECTED

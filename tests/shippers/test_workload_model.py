@@ -11,6 +11,7 @@ from pipeline.reducers.canonical import Canonical, Token
 from pipeline.settings import RequestsSettings
 from pipeline.shippers import workload_model
 from pipeline.shippers.workload_model import WorkloadModel
+from pipeline.sink.documents import DocContext
 
 
 def form(cpu_ms: float) -> Canonical:
@@ -33,3 +34,22 @@ def test_the_oldest_ids_are_forgotten_first(
     again.place("r5", form(10.0))
     assert list(again.recent) == ["r3", "r4", "r5"]
     assert again.clusterer.clusters[0].size == 6
+
+
+def test_a_model_read_on_with_another_cluster_snapshots_there_once(tmp_path: Path) -> None:
+    ctx = DocContext(namespace="t")
+    model = WorkloadModel("m", tmp_path / "model.json", RequestsSettings())
+    assert not model.due(0.0, cluster="A")  # nothing placed: nothing to show
+    model.place("r0", form(10.0))
+    assert model.due(0.0, cluster="A")  # the first snapshot is due at once
+    assert len(model.snapshot(ctx, "h", 0.0, "A")) == 1
+    again = WorkloadModel("m", tmp_path / "model.json", RequestsSettings())
+    assert again.snapshot_cluster == "A"
+    again.place("r0", form(10.0))  # read again into cluster B (--redeliver): no change
+    assert not again.changed
+    assert not again.due(1.0, cluster="A")
+    assert again.due(1.0, cluster="B")  # but B has never had a snapshot
+    assert not again.due(1.0, cluster=None)  # cluster unknown: nothing to compare
+    again.snapshot(ctx, "h", 1.0, "B")
+    assert not again.due(2.0, cluster="B")
+    assert WorkloadModel("m", tmp_path / "model.json", RequestsSettings()).snapshot_cluster == "B"

@@ -74,13 +74,15 @@ class EventsShipper(Shipper):
 
     def idle(self, tails: Sequence[Tail], now_s: float, final: bool) -> Iterator[Idled]:
         """What quiet logs flush, then the snapshots of the workload models that are due
-        (every one that changed, when ``final``)."""
+        (every one that changed, when ``final``; every one whose last snapshot went to another
+        cluster)."""
         for tail in tails:
             if isinstance(tail, EventsTail):
                 yield Idled(tail.key, tail.idle(now_s, self.doc_ctx, final=final))
+        cluster = self.ctx.registry.cluster
         for _schema, model in self._models.values():
-            if model.changed and (final or model.due(now_s)):
-                docs = model.snapshot(self.doc_ctx, self.ctx.hostname, now_s)
+            if model.due(now_s, final, cluster):
+                docs = model.snapshot(self.doc_ctx, self.ctx.hostname, now_s, cluster)
                 yield Idled(None, Released(tuple(docs)))
 
     def close(self) -> None:
