@@ -60,7 +60,11 @@ class MainJob:
     Args:
         settings: the configuration.
         client: Client client (already pointed at the cluster or embedded server).
-        clock: wall-clock seconds.
+        clock: wall-clock seconds, for timestamps (``event.created``, the pipeline's own
+            metrics) and what is kept across runs.
+        monotonic: monotonic seconds, for every wait and period (the jobs' tick, how long
+            intervals and files have been quiet), so a stepped wall clock neither stalls nor
+            hurries them.
         install_templates: install (idempotently) the index templates first, as ``iolens setup``
             does; what the cluster lacks is said once per cluster and state directory
             (:func:`~pipeline.sink.notices.announce`).
@@ -75,6 +79,7 @@ class MainJob:
         client: Client,
         *,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         install_templates: bool = True,
         redeliver: bool = False,
     ) -> None:
@@ -87,6 +92,7 @@ class MainJob:
             announce(caps.messages, self.cluster, state, clock=clock)
             install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
+        self.monotonic = monotonic
         self.registry = Registry(state / "registry.sqlite", cluster=self.cluster)
         self._told_elsewhere = False
         if self.cluster is None:
@@ -101,6 +107,7 @@ class MainJob:
         self.shipping = ShipContext(
             settings, state, host, clock, self._darshan_evidence, self.registry, self.ctx
         )
+        self.shipping.monotonic = monotonic
         self.files = FileSet(settings, self.registry, build_shippers(self.shipping))
         self.delivery = Delivery(self.registry, self.files.find)
         self.sink = self._sink(client, settings, state)
@@ -108,9 +115,9 @@ class MainJob:
         self.health = Health(
             self.sink, settings.service_rate, state, self.ctx, host, clock, self._files_read
         )
-        self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock)
+        self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock, monotonic=monotonic)
         self.jobs = ScheduledJobs(
-            settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock
+            settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock, monotonic
         )
         self.reader = self._reader()
         self.sink.stop = self.reader.stopping
@@ -261,12 +268,12 @@ class MainJob:
             w.start()
         try:
             self.ingest(self.files.drop_files())
-            next_tick = self.clock()
+            next_tick = self.monotonic()
             while not stop.is_set():
                 self._step(watchers, drops)
-                if self.clock() >= next_tick:
+                if self.monotonic() >= next_tick:
                     self._tick()
-                    next_tick = self.clock() + self.settings.jobs.tick_s
+                    next_tick = self.monotonic() + self.settings.jobs.tick_s
         finally:
             for w in watchers:
                 w.stop()

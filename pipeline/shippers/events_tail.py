@@ -23,9 +23,11 @@ the wall clock; without one, a ``ts`` after 2001 in ns is taken as epoch ns, and
 file's modification time as the time of its newest event. The offset is kept in the cursor.
 
 A file that stays quiet: after the reorder window its queue is drained; its sub-graphs idle for
-the schema's ``timeout_s`` (on the events' clock, advanced by the wall time since the last
-line) are flushed, seeded ones as incomplete requests; once the file was not modified for
-``timeout_s`` every open request is flushed.
+the schema's ``timeout_s`` (on the events' clock, advanced by the time since the last line)
+are flushed, seeded ones as incomplete requests; once the file was not modified for
+``timeout_s`` every open request is flushed. How long the file has been quiet is measured on
+the monotonic clock (:class:`~pipeline.shippers.stillness.Stillness`), so a wall clock stepped
+forward does not flush requests still being written, nor one stepped back hold them for hours.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -51,6 +54,7 @@ from pipeline.reducers.request_join import (
     RequestParser,
 )
 from pipeline.shippers.results import NOTHING, BadLine, LineResult, Released
+from pipeline.shippers.stillness import Stillness
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines, read_gzip_lines
 from pipeline.shippers.workload_model import WorkloadModel
 from pipeline.sink.documents import DocContext
@@ -90,6 +94,9 @@ class EventsTail:
     kind: str = "events"
     wall_offset_ns: int | None = None
     last_read_s: float = 0.0
+    """When lines were last read (``monotonic`` seconds)."""
+    monotonic: Callable[[], float] = time.monotonic
+    _still: Stillness = field(default_factory=Stillness)
     _holds: LineHolds = field(default_factory=LineHolds)
     _parser: RequestParser | None = None
     _queue: ReorderQueue | None = None
@@ -202,12 +209,13 @@ class EventsTail:
         """Let go of what a quiet file holds (see the module docstring).
 
         Args:
-            now_s: wall-clock seconds now.
+            now_s: wall-clock seconds now (``event.created`` of what is flushed).
             final: the run ends (``iolens run --once``, ``ingest``): drain the queue whatever
                 its age.
         """
         assert self._parser is not None and self._queue is not None
-        quiet_s = now_s - self.last_read_s
+        mono_s = self.monotonic()
+        quiet_s = mono_s - self.last_read_s
         window_s = self.schema.parser.reorder_window_ms / 1000
         requests: list[Request] = []
         if len(self._queue) and (final or quiet_s >= window_s):
@@ -215,11 +223,14 @@ class EventsTail:
                 requests += self._parser.feed(ev)
                 self._holds.drop(ev.line_no)
         if not len(self._queue):
+            timeout_s = self.schema.parser.timeout_s
             try:
-                modified_s = os.stat(self.path).st_mtime
+                st = os.stat(self.path)
+                state = (st.st_mtime_ns, st.st_size)
+                still_s = self._still.still_s(state, st.st_mtime, timeout_s, now_s, mono_s)
             except FileNotFoundError:
-                modified_s = float("-inf")
-            if now_s - modified_s >= self.schema.parser.timeout_s:
+                still_s = timeout_s
+            if still_s >= timeout_s:
                 requests += self._parser.close()
             elif self._queue.newest >= 0:
                 requests += self._parser.sweep(self._queue.newest + int(max(quiet_s, 0) * 1e9))

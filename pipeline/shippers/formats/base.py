@@ -10,6 +10,7 @@ adding a module that subclasses :class:`Shipper`, and a line in
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ class ShipContext:
         doc_ctx: the documents' namespace (documents made without new lines).
         once: whole-file inputs are complete as found (``iolens run --once``): no wait for them
             to be stable. Read when a file is opened.
+        monotonic: monotonic seconds, for how long a file has been quiet or unchanged.
     """
 
     settings: Settings
@@ -90,6 +92,7 @@ class ShipContext:
     registry: Registry
     doc_ctx: DocContext
     once: bool = False
+    monotonic: Callable[[], float] = time.monotonic
 
 
 @dataclass(frozen=True)
