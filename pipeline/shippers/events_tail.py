@@ -205,6 +205,11 @@ class EventsTail:
         self.snapshots[end] = self.cursor()
         return LineResult(ref, out.docs, pending=1, holds=out.holds, releases=out.releases)
 
+    def mark_read(self) -> None:
+        """Lines were read from the file now: it counts as quiet from now on."""
+        self.last_read_s = self.monotonic()
+        self._still.changed(self.last_read_s)
+
     def idle(self, now_s: float, ctx: DocContext, *, final: bool = False) -> Released:
         """Let go of what a quiet file holds (see the module docstring).
 

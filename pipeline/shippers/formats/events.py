@@ -69,7 +69,7 @@ class EventsShipper(Shipper):
     ) -> Iterator[LineResult]:
         """As :meth:`Shipper.ship`, noting when the file was last read (its quiet time)."""
         if isinstance(tail, EventsTail):
-            tail.last_read_s = tail.monotonic()
+            tail.mark_read()
         return tail.process(chunk, ctx, now_ms)
 
     def idle(self, tails: Sequence[Tail], now_s: float, final: bool) -> Iterator[Idled]:
