@@ -165,9 +165,13 @@ def test_only_failed_items_are_retried_the_rejected_one_is_dead_lettered(
         reason,
         "sink",
     )
-    assert dead.doc.refs and dead.doc.refs[0].path.startswith(str(drop))
+    assert len(dead.doc.refs) == 1 and dead.doc.refs[0].path.startswith(str(drop))
+    ref = dead.doc.refs[0]
     said = (
-        f"dead-lettered {hist}/{rejected} at stage sink: 400 document_parsing_exception: {reason}"
+        f"dead-lettered {hist}/{rejected} (from {ref.path} line {ref.line_no}) at stage sink: "
+        f"400 document_parsing_exception: {reason}. It is kept in "
+        f"{tmp_path / 'state' / 'deadletter' / 'documents.ndjson'}: fix the cause (the template "
+        "or the input), then run iolens deadletter replay"
     )
     assert [r.getMessage() for r in caplog.records if "dead-lettered" in r.getMessage()] == [said]
 
