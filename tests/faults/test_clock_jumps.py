@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import threading
 import time
 import uuid
@@ -314,3 +315,22 @@ def test_a_clock_set_forward_does_not_flush_a_request_still_being_written(
     # stamped by its data (its start, 3 ms before the file's newest event, at its mtime)
     assert doc.source["@timestamp"] == iso_ms((path.stat().st_mtime_ns - 3_000_000) / 1e6)
     assert doc.source["event"]["created"] == iso_ms((mtime + HOURS_3 + 12.0) * 1000)
+
+
+def test_a_dirty_list_written_before_touches_were_numbered_is_taken_as_it_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE dirty_intervals (interval_ms INTEGER NOT NULL, start_ms INTEGER NOT NULL, "
+        "touched_s REAL NOT NULL, PRIMARY KEY (interval_ms, start_ms))"
+    )
+    db.execute("INSERT INTO dirty_intervals VALUES (1000, 5000, 1800000000.0)")
+    db.commit()
+    db.close()
+    dirty = DirtyIntervals(path, clock=FakeClock(1_800_000_060.0), monotonic=FakeClock(0.0))
+    assert dirty.due(60) == [(1000, 5000)]
+    dirty.clear((1000, 5000), dirty.mark())
+    assert dirty.count() == 0
+    dirty.close()
