@@ -205,10 +205,11 @@ class EventsTail:
         self.snapshots[end] = self.cursor()
         return LineResult(ref, out.docs, pending=1, holds=out.holds, releases=out.releases)
 
-    def mark_read(self) -> None:
-        """Lines were read from the file now: it counts as quiet from now on."""
+    def mark_read(self, now_s: float) -> None:
+        """Lines were read from the file at ``now_s`` (wall-clock s): its quiet time starts
+        now, and its state is seen now (so a clock stepped later does not change its age)."""
         self.last_read_s = self.monotonic()
-        self._still.changed(self.last_read_s)
+        self._still_s(now_s, self.last_read_s)
 
     def idle(self, now_s: float, ctx: DocContext, *, final: bool = False) -> Released:
         """Let go of what a quiet file holds (see the module docstring).
@@ -228,18 +229,22 @@ class EventsTail:
                 requests += self._parser.feed(ev)
                 self._holds.drop(ev.line_no)
         if not len(self._queue):
-            timeout_s = self.schema.parser.timeout_s
-            try:
-                st = os.stat(self.path)
-                state = (st.st_mtime_ns, st.st_size)
-                still_s = self._still.still_s(state, st.st_mtime, timeout_s, now_s, mono_s)
-            except FileNotFoundError:
-                still_s = timeout_s
-            if still_s >= timeout_s:
+            if self._still_s(now_s, mono_s) >= self.schema.parser.timeout_s:
                 requests += self._parser.close()
             elif self._queue.newest >= 0:
                 requests += self._parser.sweep(self._queue.newest + int(max(quiet_s, 0) * 1e9))
         return self._settle(requests, ctx, now_s * 1000)
+
+    def _still_s(self, now_s: float, mono_s: float) -> float:
+        """Seconds the file has been unchanged (``timeout_s`` at most on first sight; as
+        long as the timeout when it is gone)."""
+        timeout_s = self.schema.parser.timeout_s
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return timeout_s
+        state = (st.st_mtime_ns, st.st_size)
+        return self._still.still_s(state, st.st_mtime, timeout_s, now_s, mono_s)
 
     def _settle(self, requests: list[Request], ctx: DocContext, created_ms: float) -> Released:
         released = self._holds.pop_released()

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-_CHANGED = object()
-"""The state of a file seen to change, until its state is read."""
-
 
 @dataclass
 class Stillness:
@@ -27,11 +24,6 @@ class Stillness:
 
     _seen: tuple[object, float] | None = None
     """The state last seen, and the monotonic time from which it counts as unchanged."""
-
-    def changed(self, mono_s: float) -> None:
-        """The file was seen to change at ``mono_s`` (monotonic s: lines were read from it);
-        its state then is taken from the next :meth:`still_s`."""
-        self._seen = (_CHANGED, mono_s)
 
     def still_s(
         self, state: object, mtime_s: float, limit_s: float, wall_s: float, mono_s: float
@@ -51,9 +43,7 @@ class Stillness:
             future", after the clock was set back), then growing with the monotonic clock
             until the state changes (0 again).
         """
-        if self._seen is not None and self._seen[0] is _CHANGED:
-            self._seen = (state, self._seen[1])
-        elif self._seen is None:
+        if self._seen is None:
             credit_s = min(max(wall_s - mtime_s, 0.0), limit_s)
             self._seen = (state, mono_s - credit_s)
         elif self._seen[0] != state:

@@ -304,7 +304,7 @@ def test_a_clock_set_forward_does_not_flush_a_request_still_being_written(
     tail = EventsTail("k", str(path), "web1", schema, model, monotonic=mono)
     ctx = DocContext(namespace="test")
     assert not [d for r in tail.process(split_complete_lines(data, 0), ctx, 0.0) for d in r.docs]
-    tail.mark_read()  # as the shipper does when it read lines
+    tail.mark_read(mtime + 0.5)  # as the shipper does when it read lines
     assert not tail.idle(mtime + 0.5, ctx).docs
     assert not tail.idle(mtime + HOURS_3, ctx).docs  # 3 h on the wall clock, 0.5 s in truth
     mono.now += 2.0

@@ -69,7 +69,7 @@ class EventsShipper(Shipper):
     ) -> Iterator[LineResult]:
         """As :meth:`Shipper.ship`, noting when the file was last read (its quiet time)."""
         if isinstance(tail, EventsTail):
-            tail.mark_read()
+            tail.mark_read(now_ms / 1000)
         return tail.process(chunk, ctx, now_ms)
 
     def idle(self, tails: Sequence[Tail], now_s: float, final: bool) -> Iterator[Idled]:
