@@ -118,6 +118,7 @@ class ScheduledJobs:
             load_state=store.load,
             save_state=store.save,
             clock=clock,
+            monotonic=self._monotonic,
             refresh=lambda index: refresh(client, index),
             sysstat_drops=any(d.type in ("sadf", "sadc") for d in settings.drops),
             thresholds_path=path,

@@ -24,8 +24,10 @@ from elasticsearch import Elasticsearch
 
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.jobs.peer_job import PeerJob
 from pipeline.parsers.event_schema import load_event_schema
-from pipeline.settings import RequestsSettings, Settings, settings_from_mapping
+from pipeline.reducers.peer import PeerParams, ThresholdEntry, Thresholds
+from pipeline.settings import PeerSettings, RequestsSettings, Settings, settings_from_mapping
 from pipeline.shippers.darshan_tail import DarshanPool, DarshanTail
 from pipeline.shippers.events_tail import EventsTail
 from pipeline.shippers.tailer import split_complete_lines
@@ -334,3 +336,37 @@ def test_a_dirty_list_written_before_touches_were_numbered_is_taken_as_it_is(
     dirty.clear((1000, 5000), dirty.mark())
     assert dirty.count() == 0
     dirty.close()
+
+
+@pytest.mark.parametrize("step_s", [HOURS_3, -HOURS_3])
+def test_the_peer_comparison_takes_samples_settled_in_truth_whatever_the_clock(
+    step_s: float,
+) -> None:
+    cutoffs: list[int] = []
+
+    def hits(index: str, query: Any, sort: Any) -> list[Any]:
+        [rng] = [f["range"]["@timestamp"] for f in query["bool"]["filter"] if "range" in f]
+        cutoffs.append(rng["lte"])
+        return []
+
+    wall, mono = SteppedClock(), FakeClock(0.0)
+    job = PeerJob(
+        hits=hits,
+        emit=lambda d: None,
+        settle=lambda: True,
+        peer=PeerSettings(groups={"*": "g"}, settle_s=120),
+        thresholds=Thresholds((ThresholdEntry("g", "await", 5.0, 1),), PeerParams(), 0.0, 1.0),
+        ctx=DocContext("t", "a"),
+        lease=lambda: True,
+        load_state=lambda: None,
+        save_state=lambda s: None,
+        clock=wall,
+        monotonic=mono,
+    )
+    job.run()
+    wall.step_s = step_s
+    mono.now += 60
+    job.run()
+    first, second = cutoffs
+    assert first <= (time.time() - 120) * 1000  # samples at least settle_s old, by the clock
+    assert second - first == 60_000  # 60 s later in truth, whatever the wall clock says
