@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from fuse import FUSE, FuseOSError, Operations  # fusepy
@@ -51,7 +52,7 @@ class Faults:
             if mtime != self._seen:
                 self._seen = mtime
                 self._used.clear()
-                text = "" if mtime is None else open(self.control).read()
+                text = "" if mtime is None else Path(self.control).read_text()
                 self._faults = dict(line.split()[:2] for line in text.splitlines() if line.strip())
             return self._faults.get(name)
 
@@ -93,7 +94,7 @@ class FaultFS(Operations):  # type: ignore[misc]
         if fault == "estale" or (fault == "estale-once" and offset > 0 and self.faults.once(name)):
             raise FuseOSError(errno.ESTALE)
         if fault == "hold" and offset > 0:
-            open(self.held, "w").close()
+            Path(self.held).touch()
             while self.faults.of(name) == "hold":
                 time.sleep(0.02)
             os.unlink(self.held)
