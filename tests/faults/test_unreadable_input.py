@@ -8,6 +8,8 @@ clean run of the same content), none twice."""
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import shutil
 import signal
@@ -27,6 +29,7 @@ from elasticsearch import Elasticsearch, NotFoundError
 from pipeline.jobs.main_job import MainJob
 from pipeline.settings import settings_from_mapping
 from pipeline.shippers.tailer import read_complete_lines
+from pipeline.shippers.unreadable import Unreadable
 from pipeline.sink.search import refresh
 from tests.faults.conftest import unavailable
 
@@ -97,16 +100,28 @@ def expected_ids(
 
 
 class Run:
-    """``iolens run`` in a subprocess (as ``user`` if given), its log in ``log``."""
+    """``iolens run`` (with ``args``) in a subprocess, as ``user`` if given; its output in
+    ``log``."""
 
-    def __init__(self, cfg: dict[str, Any], where: Path, user: str | None = None) -> None:
+    def __init__(
+        self, cfg: dict[str, Any], where: Path, user: str | None = None, *args: str
+    ) -> None:
         path = where / "iolens.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        self.log = where / "iolens.log"
+        self.log = where / f"iolens{'-'.join(args)}.log"
         as_user = (
             ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups"] if user else []
         )
-        argv = [*as_user, sys.executable, "-m", "pipeline.cli.main", "--config", str(path), "run"]
+        argv = [
+            *as_user,
+            sys.executable,
+            "-m",
+            "pipeline.cli.main",
+            "--config",
+            str(path),
+            "run",
+            *args,
+        ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "HOME": cfg["state_dir"]}
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=out, env=env)
@@ -159,7 +174,15 @@ def test_a_file_without_read_permission_is_read_once_allowed(
     (drop / B).write_bytes(TWO)
     (drop / B).chmod(0)
     ns = f"perm{uuid.uuid4().hex[:8]}"
-    run = Run(config(es_url, ns, drop, state, "native"), run_dir, user="nobody")
+    cfg = config(es_url, ns, drop, state, "native")
+    once = Run(cfg, run_dir, "nobody", "--once")  # a one-shot run names what it did not read
+    assert once.proc.wait(timeout=DEADLINE_S) == 0, once.text()
+    assert (
+        f"{drop / B} could not be read in this run (EACCES): it was not read to its end; the "
+        "next run tries it again from where it was read to"
+    ) in once.text()
+    assert histogram_ids(client, ns) == expected_ids(es_url, client, run_dir / "w", {A: ONE})
+    run = Run(cfg, run_dir, user="nobody")
     try:
         denied = (
             f"{drop / B} cannot be read (Permission denied, EACCES): give the user iolens runs "
@@ -350,3 +373,26 @@ def test_a_drop_directory_deleted_and_created_again_is_watched_again(
     assert text.count(f"drop directory {drop} is there again: watching it again; ") == 1
     assert len(more) == 79 + 80 + len(THREE.splitlines())
     assert histogram_ids(client, ns) == more
+
+
+def test_a_reason_is_said_once_per_file_and_errno_with_what_to_do(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="pipeline.shippers.unreadable")
+    seen = Unreadable()
+    denied = PermissionError(errno.EACCES, "Permission denied")
+    for _ in range(3):
+        seen.report("/drop/a.log", denied)
+    seen.report("/drop/a.log", OSError(errno.EIO, "Input/output error"))
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w.split(": ", 1)[0] for w in warned] == [
+        "/drop/a.log cannot be read (Permission denied, EACCES)",
+        "/drop/a.log cannot be read (Input/output error, EIO)",
+    ]
+    assert "check the device or the network file system it is on (kernel log)" in warned[1]
+    assert seen.failing == {"/drop/a.log": errno.EIO}
+    seen.readable("/drop/a.log")
+    seen.readable("/drop/a.log")  # said once, and only after a failure
+    again = [r.getMessage() for r in caplog.records if "can be read again" in r.getMessage()]
+    assert again == ["/drop/a.log can be read again: reading it from where it was read to"]
+    assert seen.failing == {}
