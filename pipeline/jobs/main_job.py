@@ -16,6 +16,7 @@ module wires them together and runs the loop.
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import threading
@@ -230,12 +231,11 @@ class MainJob:
 
     def finish(self) -> RunSummary:
         """Flush, compute every dirty interval, flush again; returns the summary."""
+        self._read_waiting()
         self.reader.idle(final=True)
         self.health.ship_rates()
         self.sink.flush()
-        for p in sorted(self.files.unidentified):
-            log.warning("%s has no complete first line yet; it was not read", p)
-        self.files.unidentified.clear()
+        self._tell_not_read()
         self.jobs.finish(self.summary, self.sink.flush)
         self.sink.queue.producer_idle(True)
         return self.snapshot()
@@ -290,11 +290,31 @@ class MainJob:
         self.sink.queue.producer_idle(False)
         self._handle(events, drops)
         self._tell_elsewhere()
+        self._read_waiting()
+        self.sink.maybe_flush()
+
+    def _read_waiting(self) -> None:
+        """Try again the paths that could not be identified before (no complete first line,
+        unreadable, or a file that replaced one being read), and read those that can be now."""
         for p, drop in list(self.files.unidentified.items()):
             tail = self.discover(Path(p), drop)
             if tail is not None:
                 self.pump(tail)
-        self.sink.maybe_flush()
+
+    def _tell_not_read(self) -> None:
+        """At the end of a run: name the files that could not be read, and those with no
+        complete first line yet; the next run tries them again."""
+        failing = self.files.unreadable.failing
+        for p in sorted(failing):
+            log.warning(
+                "%s could not be read in this run (%s): it was not read to its end; the next "
+                "run tries it again from where it was read to",
+                p,
+                errno.errorcode.get(failing[p], str(failing[p])),
+            )
+        for p in sorted(set(self.files.unidentified) - set(failing)):
+            log.warning("%s has no complete first line yet; it was not read", p)
+        self.files.unidentified.clear()
 
     def _tick(self) -> None:
         """Every ``jobs.tick_s``: files not read to their end, quiet files, the pipeline's

@@ -32,6 +32,7 @@ class Tail(Protocol):
         key: registry key of the file (:func:`pipeline.shippers.identity.identify`).
         path: its current path.
         line_no: lines read so far.
+        offset: where the next read starts (bytes; in the decompressed stream of a ``.gz``).
         exhausted: a file read whole (compressed, binary) was read to its end; it is read again
             only when a file event says it changed.
     """
@@ -39,6 +40,7 @@ class Tail(Protocol):
     key: str
     path: str
     line_no: int
+    offset: int
     exhausted: bool
 
     @property
