@@ -18,7 +18,8 @@ time left is outside that range (written with a clock ahead, or behind, or left 
 that stopped long ago) runs for ``ttl_s`` after it was first seen. A lease written with a clock
 hours ahead therefore blocks other instances for at most ``ttl_s`` once its holder stops
 renewing it, and one written with a clock behind does not expire at once. A released lease
-(``expires_ms`` 0) is free at once.
+(``expires_ms`` 0) is free at once, and so is one whose holder was a process of this host that
+is no longer running (a run killed on this machine does not hold the next one back).
 """
 
 from __future__ import annotations
@@ -44,6 +45,22 @@ LEASE_INDEX = "iolens-leases"
 def default_holder() -> str:
     """``host:pid:random``: unique per process."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _gone(holder: str) -> bool:
+    """Whether ``holder`` (:func:`default_holder`) was a process of this host that is no longer
+    running: its lease is free whatever its time says (a crashed run's, taken on restart)."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # running, under another user
+    return False
 
 
 @dataclass
@@ -119,8 +136,8 @@ class Lease:
     def _running(self, doc: Any, now_ms: int) -> bool:
         """Whether another holder's lease ``doc`` still runs (see the module docstring)."""
         expires_ms = int(doc["_source"].get("expires_ms", 0))
-        if expires_ms <= 0:
-            return False  # released
+        if expires_ms <= 0 or _gone(str(doc["_source"].get("holder", ""))):
+            return False  # released, or left by a process of this host that is gone
         version = (int(doc["_seq_no"]), int(doc["_primary_term"]))
         now = self.monotonic()
         if self._seen is None or self._seen[0] != version:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import uuid
 
 import pytest
@@ -46,3 +49,22 @@ def test_release_only_what_we_hold(es_client: Elasticsearch) -> None:
     assert a.acquire()
     b.release()  # never held: nothing happens
     assert not b.acquire()
+
+
+def test_a_lease_of_a_process_of_this_host_that_is_gone_is_free_at_once(
+    es_client: Elasticsearch,
+) -> None:
+    dead = subprocess.Popen(["true"])  # a pid that ran here and exited
+    dead.wait()
+    me, host = os.getpid(), socket.gethostname()
+
+    def lease(name: str, holder: str) -> Lease:
+        return Lease(es_client, name, ttl_s=30, holder=holder, clock=Clock(), monotonic=Clock())
+
+    running, gone, remote = (f"job-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    assert lease(running, f"{host}:{me}:a").acquire()
+    assert not lease(running, f"{host}:{me}:b").acquire()  # its holder runs: respected
+    assert lease(gone, f"{host}:{dead.pid}:a").acquire()
+    assert lease(gone, f"{host}:{me}:b").acquire()  # its holder is gone: no wait of ttl_s
+    assert lease(remote, f"elsewhere:{dead.pid}:a").acquire()
+    assert not lease(remote, f"{host}:{me}:b").acquire()  # another host's: cannot tell
