@@ -28,10 +28,10 @@ from pipeline.delivery.commit import Delivery, sort_acknowledged
 from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.fio_latency import JOB_KEY
 from pipeline.jobs.health import Health
-from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.jobs.intervals import open_dirty_intervals
 from pipeline.jobs.pump import Pump
 from pipeline.jobs.scheduled import ScheduledJobs
-from pipeline.jobs.state_lock import lock_state_dir
+from pipeline.jobs.state_lock import check_state_dir, lock_state_dir
 from pipeline.jobs.summary import RunSummary
 from pipeline.records import Document
 from pipeline.reducers.darshan_job import JobAnalysis
@@ -39,7 +39,7 @@ from pipeline.settings import DropSettings, Settings
 from pipeline.shippers.discovery import FileSet
 from pipeline.shippers.formats import build_shippers
 from pipeline.shippers.formats.base import ShipContext, Tail
-from pipeline.shippers.registry import Registry
+from pipeline.shippers.registry_open import open_registry
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
@@ -79,7 +79,6 @@ class MainJob:
         redeliver: bool = False,
     ) -> None:
         state = Path(settings.state_dir)
-        state.mkdir(parents=True, exist_ok=True)
         self._lock = lock_state_dir(state)
         self.cluster = cluster_id(client)
         if install_templates:
@@ -87,7 +86,8 @@ class MainJob:
             announce(caps.messages, self.cluster, state, clock=clock)
             install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
-        self.registry = Registry(state / "registry.sqlite", cluster=self.cluster)
+        self.registry = open_registry(state / "registry.sqlite", cluster=self.cluster)
+        self.dirty = open_dirty_intervals(state / "jobs.sqlite", clock=clock)
         self._told_elsewhere = False
         if self.cluster is None:
             log.info(
@@ -108,7 +108,6 @@ class MainJob:
         self.health = Health(
             self.sink, settings.service_rate, state, self.ctx, host, clock, self._files_read
         )
-        self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock)
         self.jobs = ScheduledJobs(
             settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock
         )
@@ -290,8 +289,9 @@ class MainJob:
         self.sink.maybe_flush()
 
     def _tick(self) -> None:
-        """Every ``jobs.tick_s``: files not read to their end, quiet files, the pipeline's
-        metrics and the scheduled jobs."""
+        """Every ``jobs.tick_s``: the state directory still there (or a ConfigError), files
+        not read to their end, quiet files, the pipeline's metrics and the scheduled jobs."""
+        check_state_dir(self.state_dir, self._lock)
         for tail in list(self.files.tails.values()):
             if not tail.exhausted:
                 self.pump(tail)

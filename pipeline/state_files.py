@@ -1,0 +1,128 @@
+"""The SQLite files of the state directory: telling damage from other failures, and moving a
+damaged file aside.
+
+A file is damaged when SQLite says so (``SQLITE_CORRUPT``: "database disk image is malformed",
+a torn write or a truncated file; ``SQLITE_NOTADB``: "file is not a database", garbage) or when
+``PRAGMA quick_check`` finds a fault. Every other failure (a read-only file system, a removed
+directory, a full disk) is not damage: the file is left where it is and the caller reports it.
+
+A damaged file is renamed, with its write-ahead log (``-wal``) and shared memory (``-shm``),
+to ``<name>.damaged-<UTC time>`` (``registry.sqlite.damaged-20261126T021500Z``), so it can be
+examined with ``sqlite3`` and is never silently lost.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+"""SQLite result codes that mean the file's content is damaged."""
+COMPANIONS = ("-wal", "-shm")
+"""Suffixes of the files SQLite keeps next to a database in WAL mode."""
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A damaged file moved aside: why it was taken for damaged, and where it is now."""
+
+    reason: str
+    aside: Path
+
+
+def is_damage(err: BaseException) -> bool:
+    """Whether ``err`` says the database's content is damaged (not that it cannot be reached
+    or written)."""
+    return getattr(err, "sqlite_errorcode", None) in DAMAGE_CODES
+
+
+def quick_check(db: sqlite3.Connection) -> str | None:
+    """What ``PRAGMA quick_check`` finds wrong with ``db`` (its first fault), None when it is
+    sound. Reads every page: milliseconds for a registry of thousands of files.
+
+    Raises:
+        sqlite3.Error: SQLite cannot read the file at all (see :func:`is_damage`).
+    """
+    rows = db.execute("PRAGMA quick_check(1)").fetchall()
+    first = str(rows[0][0]) if rows else "no answer to quick_check"
+    if first == "ok":
+        return None
+    lines = [ln for ln in first.splitlines() if ln and not ln.startswith("***")]
+    return "; ".join(lines) or first
+
+
+def open_checked(path: Path, setup: Callable[[sqlite3.Connection], None]) -> sqlite3.Connection:
+    """Connect to the SQLite file ``path`` (autocommit, usable from any thread), run ``setup``
+    on it and check it (:func:`quick_check`).
+
+    Raises:
+        sqlite3.DatabaseError: the file is damaged (:func:`is_damage` is true of it; a fault
+            ``quick_check`` found is raised with ``SQLITE_CORRUPT``).
+        sqlite3.Error: any other failure (read-only, removed, full); the connection is closed.
+    """
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        setup(db)
+        fault = quick_check(db)
+        if fault is not None:
+            err = sqlite3.DatabaseError(f"quick_check: {fault}")
+            err.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
+            raise err
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def move_aside(path: Path, clock: Callable[[], float] = time.time) -> Path:
+    """Rename the damaged file ``path`` (and its ``-wal``/``-shm`` files) to
+    ``<path>.damaged-<UTC time>`` (a counter is added if that name is taken).
+
+    Returns:
+        Where ``path`` now is.
+
+    Raises:
+        OSError: it cannot be renamed (the caller reports it).
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(clock()))
+    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.damaged-{stamp}.{n}")
+    for suffix in COMPANIONS:
+        companion = Path(f"{path}{suffix}")
+        if companion.exists():
+            os.replace(companion, f"{aside}{suffix}")
+    os.replace(path, aside)
+    return aside
+
+
+def open_or_set_aside(
+    path: Path, opener: Callable[[], T], clock: Callable[[], float] = time.time
+) -> tuple[T, SetAside | None]:
+    """``opener()``; when it finds the file at ``path`` damaged (:func:`is_damage`), the file
+    is moved aside (:func:`move_aside`) and ``opener()`` called again on a new file.
+
+    Returns:
+        What ``opener`` returned, and the damaged file set aside (None when it was sound).
+
+    Raises:
+        sqlite3.Error: ``opener`` failed for another reason than damage (or failed again).
+        OSError: ``opener`` failed so, or the damaged file cannot be renamed.
+    """
+    try:
+        return opener(), None
+    except sqlite3.Error as err:
+        if not is_damage(err):
+            raise
+        reason = str(err)
+    aside = move_aside(path, clock)
+    return opener(), SetAside(reason, aside)
