@@ -1,0 +1,364 @@
+"""A read-only, removed or damaged state directory (``state_dir``: registry, jobs, notices,
+service rates, workload models): each fault is injected for real into the state a real
+``iolens run --once`` left, and the next run against the real embedded server either carries
+on with a warning naming the file (the registry and ``jobs.sqlite`` moved aside and started
+again, nothing indexed twice) or stops with an error naming the file and what to do (exit 2,
+no traceback, nothing indexed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from elasticsearch import Elasticsearch
+
+from pipeline.cli.main import main
+from pipeline.sink.search import refresh
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "workloads"))
+sys.path.insert(0, str(ROOT / "tests" / "reliability"))
+from http_client import serve  # noqa: E402
+from mixed_drop import DERIVED, finished, grow, ids, iolens, sources, write_config  # noqa: E402
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+DEADLINE_S = 120.0
+"""Longest wait for a condition before the test fails (a hang guard, not a timing check)."""
+TORN = b"\xde\xad\xbe\xef" * 1024
+"""What a torn write leaves in the middle of a file: 4 KiB (a page) of other bytes."""
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+STREAMS = tuple(s for s in DERIVED if not s.startswith("logs-darshan"))
+"""The derived streams of the drop below (it has no Darshan log: its worker pool is slow to
+start and its documents are covered by the crash test)."""
+
+
+@dataclass(frozen=True)
+class Base:
+    """A drop read once into namespace ``ns`` by a real run that left its state in ``state``;
+    ``expected``: the document ids per stream of :data:`STREAMS` that run indexed;
+    ``snapshots``: the workload model's documents it made (one per cluster of requests)."""
+
+    url: str
+    ns: str
+    drop: Path
+    state: Path
+    expected: dict[str, list[str]]
+    snapshots: int
+
+
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wide enough a console that no summary row or message is wrapped."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
+@pytest.fixture(scope="module")
+def base(es_url: str, tmp_path_factory: pytest.TempPathFactory) -> Base:
+    tmp = tmp_path_factory.mktemp("base")
+    serve(tmp, 3, 20, 31)
+    files = sources((tmp / "events.jsonl").read_bytes())
+    drop = tmp / "drop"
+    grow(drop, {k: v for k, v in files.items() if not k.endswith(".darshan")}, 1, 1)
+    (drop / "darshan").mkdir()
+    finished(drop)
+    ns = f"state{uuid.uuid4().hex[:6]}"
+    done = run_once(config(tmp, es_url, ns, drop, tmp / "state"))
+    assert done.returncode == 0, done.stderr
+    client = Elasticsearch(es_url, request_timeout=30)
+    try:
+        expected = {s: v for s, v in ids(client, ns).items() if s in STREAMS}
+        snapshots = model_snapshots(client, ns)
+    finally:
+        client.close()
+    assert all(expected.values()), expected
+    assert snapshots > 0
+    assert sorted(p.name for p in (tmp / "state").iterdir()) == [
+        "deadletter",
+        "jobs.sqlite",
+        "lock",
+        "models",
+        "notices.json",
+        "registry.sqlite",
+        "service_rates.json",
+        "spool",
+    ]
+    return Base(es_url, ns, drop, tmp / "state", expected, snapshots)
+
+
+def config(tmp: Path, url: str, ns: str, drop: Path, state: Path) -> Path:
+    path = tmp / "iolens.yaml"
+    write_config(path, url, ns, drop, state)
+    return path
+
+
+@dataclass(frozen=True)
+class Done:
+    """How a command ended: its exit status and what it wrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_once(cfg: Path, capsys: pytest.CaptureFixture[str] | None = None) -> Done:
+    """``iolens run --once`` with ``cfg``, in this process (what it writes is taken from
+    ``capsys``; an exception it lets out fails the test)."""
+    code = main(["--config", str(cfg), "run", "--once"])
+    out = capsys.readouterr() if capsys is not None else None
+    return Done(code, out.out if out else "", out.err if out else "")
+
+
+def copy_state(base: Base, tmp: Path, where: Path | None = None) -> tuple[Path, Path]:
+    """The base run's state copied to ``where`` (``tmp/state``), and a config using it."""
+    state = where or tmp / "state"
+    shutil.copytree(base.state, state)
+    return state, config(tmp, base.url, base.ns, base.drop, state)
+
+
+def model_snapshots(client: Elasticsearch, ns: str) -> int:
+    """How many workload-model documents namespace ``ns`` holds."""
+    index = f"metrics-iolens.workload_model-{ns}"
+    refresh(client, index)
+    return int(client.count(index=index)["count"])
+
+
+def indexed(client: Elasticsearch, base: Base) -> dict[str, list[str]]:
+    """The ids per stream of :data:`STREAMS` in the base namespace now."""
+    return {s: v for s, v in ids(client, base.ns).items() if s in STREAMS}
+
+
+def assert_no_duplicates(client: Elasticsearch, base: Base) -> None:
+    """Every expected document once: the same ids, none twice, none missing."""
+    got = indexed(client, base)
+    for stream, want in base.expected.items():
+        assert got[stream] == want, stream
+        assert len(set(got[stream])) == len(got[stream]), stream
+
+
+def summary(stdout: str, ns: str) -> dict[str, tuple[int, int, int]]:
+    """The summary's documents by data stream: (indexed, already there, dead-lettered)."""
+    rows = re.findall(rf"^│ (\S+)-{ns} +│ +(\d+) │ +(\d+) │ +(\d+) │$", stdout, re.M)
+    return {stream: (int(a), int(b), int(c)) for stream, a, b, c in rows}
+
+
+def records(stderr: str, level: str) -> list[str]:
+    """The log records of ``level``: ``logger: message``."""
+    return re.findall(rf"^\S+ \S+Z {level} (.*)$", stderr, flags=re.M)
+
+
+def damage(path: Path, how: str) -> bytes:
+    """Damage the file at ``path`` as a crash or a bad disk would; returns its new content."""
+    data = path.read_bytes()
+    if how == "torn":  # a write torn in the middle: a page of other bytes
+        mid = len(data) // 2
+        data = data[:mid] + TORN + data[mid + len(TORN) :]
+    elif how == "truncated":
+        data = data[: len(data) // 2]
+    else:  # garbage
+        data = bytes((i * 37 + 11) % 256 for i in range(len(data)))
+    path.write_bytes(data)
+    return data
+
+
+def aside(state: Path, name: str) -> Path:
+    """The one file ``name`` was moved aside to."""
+    (found,) = state.glob(f"{name}.damaged-*")
+    assert re.fullmatch(rf"{re.escape(name)}\.damaged-\d{{8}}T\d{{6}}Z", found.name)
+    return found
+
+
+@pytest.mark.parametrize("how", ["torn", "truncated", "garbage"])
+def test_a_damaged_registry_is_moved_aside_and_every_file_read_again_once(
+    how: str,
+    base: Base,
+    tmp_path: Path,
+    client: Elasticsearch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    state, cfg = copy_state(base, tmp_path)
+    registry = state / "registry.sqlite"
+    damaged = damage(registry, how)
+    assert main(["--config", str(cfg), "status"]) == 0
+    said = re.search(
+        rf"^{re.escape(str(registry))} is damaged \((.*)\): the next", capsys.readouterr().out, re.M
+    )
+    assert said is not None
+
+    done = run_once(cfg, capsys)
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    kept = aside(state, "registry.sqlite")
+    assert kept.read_bytes() == damaged
+    reason = {
+        "torn": r"quick_check: .+",
+        "truncated": "database disk image is malformed",
+        "garbage": "file is not a database",
+    }[how]
+    warning = (
+        rf"pipeline\.shippers\.registry_open: registry {re.escape(str(registry))} is damaged "
+        rf"\({reason}\): moved it aside to {re.escape(str(kept))} and started a new registry\. "
+        r"Every file in the drop directories is read again from its start; documents the "
+        r"cluster already holds are counted as already there, not indexed twice"
+    )
+    assert [w for w in records(done.stderr, "WARNING") if re.fullmatch(warning, w)], done.stderr
+    counts = summary(done.stdout, base.ns)
+    for stream, want in base.expected.items():
+        assert counts[stream] == (0, len(want), 0), stream  # every document already there
+    assert "metrics-iolens.workload_model" not in counts  # the model knew every request
+    assert_no_duplicates(client, base)
+
+
+def test_damaged_derived_state_is_started_again_with_a_warning_naming_it(
+    base: Base, tmp_path: Path, client: Elasticsearch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``jobs.sqlite`` (torn), ``notices.json`` and ``service_rates.json`` (garbage): derived
+    state, started again; the registry is sound, so nothing is read again."""
+    state, cfg = copy_state(base, tmp_path)
+    jobs = state / "jobs.sqlite"
+    damaged = damage(jobs, "garbage")
+    damage(state / "notices.json", "garbage")
+    damage(state / "service_rates.json", "garbage")
+
+    done = run_once(cfg, capsys)
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    kept = aside(state, "jobs.sqlite")
+    assert kept.read_bytes() == damaged
+    warnings = records(done.stderr, "WARNING")
+    assert (
+        f"pipeline.jobs.intervals: {jobs} is damaged (file is not a database): moved it aside "
+        f"to {kept} and started a new one. Merged percentiles (metrics-fio.latency) still due "
+        "for intervals it listed are computed only when new histograms arrive for them; to "
+        f"compute them all again, stop iolens and move {state / 'registry.sqlite'} aside too "
+        "(the files are read again, nothing is indexed twice)"
+    ) in warnings
+    notices = [w for w in warnings if w.startswith("pipeline.sink.notices: ")]
+    assert len(notices) == 1 and notices[0].startswith(
+        f"pipeline.sink.notices: {state / 'notices.json'} cannot be read ("
+    ), warnings
+    assert notices[0].endswith("): the cluster's notices are said again")
+    assert json.loads((state / "notices.json").read_text())  # written again
+    assert "stages" in json.loads((state / "service_rates.json").read_text())
+    assert summary(done.stdout, base.ns).get("metrics-fio.histogram", (0, 0, 0))[0] == 0
+    assert_no_duplicates(client, base)
+
+
+def test_a_damaged_workload_model_stops_the_run_naming_it(
+    base: Base, tmp_path: Path, client: Elasticsearch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, cfg = copy_state(base, tmp_path)
+    (model,) = (state / "models").glob("*.json")
+    damaged = damage(model, "truncated")
+
+    done = run_once(cfg, capsys)
+
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (error,) = records(done.stderr, "ERROR")
+    assert re.fullmatch(
+        rf"iolens: {re.escape(str(model))}: not a saved workload model \(.+\); move it away to "
+        "start a new model",
+        error,
+    ), error
+    assert model.read_bytes() == damaged  # left for the user to look at
+    assert_no_duplicates(client, base)
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["existing", "missing"])
+def test_a_read_only_state_directory_is_an_error_naming_it(
+    existing: bool,
+    base: Base,
+    tmp_path: Path,
+    tmpfs: Callable[[str, int], Path],
+    client: Elasticsearch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    mount = tmpfs("ro", 16 << 20)
+    state = mount / "state"
+    if existing:
+        copy_state(base, tmp_path, state)
+    cfg = config(tmp_path, base.url, base.ns, base.drop, state)
+    before = sorted(p.name for p in mount.rglob("*"))
+    remount = subprocess.run(
+        ["mount", "-o", "remount,ro", str(mount)], capture_output=True, text=True
+    )
+    assert remount.returncode == 0, remount.stderr
+
+    done = run_once(cfg, capsys)
+
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert records(done.stderr, "ERROR") == [
+        f"iolens: state directory {state} cannot be written (Read-only file system): iolens "
+        "keeps its registry, spool and dead letters there. Make it writable (remount it "
+        "read-write, fix its owner or mode) or pass another --state-dir (state_dir in the "
+        "configuration)"
+    ]
+    assert sorted(p.name for p in mount.rglob("*")) == before
+    assert_no_duplicates(client, base)
+
+
+def test_a_state_directory_removed_while_running_stops_the_run_and_the_next_reads_again_once(
+    base: Base, tmp_path: Path, client: Elasticsearch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, cfg = copy_state(base, tmp_path)
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            iolens(cfg, "run"), stdout=subprocess.DEVNULL, stderr=err, text=True, env=ENV
+        )
+        try:
+            wait_for("the run to start", lambda: "running; stop with" in err_path.read_text())
+            while (state / "lock").exists():  # iolens may write into it meanwhile
+                shutil.rmtree(state, ignore_errors=True)
+            assert proc.wait(timeout=DEADLINE_S) == 2
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    log = err_path.read_text()
+    assert "Traceback" not in log
+    assert records(log, "ERROR") == [
+        f"iolens: state directory {state} was removed while iolens was running: the registry, "
+        "spool and dead letters it held are gone, so what is read can no longer be recorded. "
+        "iolens stops; start it again to begin a new state directory there (the files are "
+        "read again from their start; documents the cluster already holds are counted as "
+        "already there, not indexed twice)"
+    ]
+    assert_no_duplicates(client, base)
+
+    shutil.rmtree(state, ignore_errors=True)  # also gone before the next start
+    snapshots = model_snapshots(client, base.ns)
+    done = run_once(cfg, capsys)
+
+    assert done.returncode == 0, done.stderr
+    counts = summary(done.stdout, base.ns)
+    for stream, want in base.expected.items():
+        assert counts[stream] == (0, len(want), 0), stream
+    assert_no_duplicates(client, base)
+    # The workload model was lost with the directory: built again from the same requests, it
+    # takes a new snapshot (stamped with its time: new documents, the old ones stay).
+    assert counts["metrics-iolens.workload_model"] == (base.snapshots, 0, 0)
+    assert model_snapshots(client, base.ns) == snapshots + base.snapshots
+
+
+def wait_for(what: str, cond: Callable[[], bool]) -> None:
+    """Poll ``cond`` until true; fail naming ``what`` after :data:`DEADLINE_S`."""
+    end = time.monotonic() + DEADLINE_S
+    while not cond():
+        if time.monotonic() > end:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(0.05)
