@@ -23,6 +23,10 @@ from pipeline.state_files import open_or_set_aside
 
 log = logging.getLogger(__name__)
 
+OTHER_STATE = ("jobs.sqlite", "models")
+"""What a run leaves in the state directory besides the registry: when they are there and the
+registry is not, the registry was lost (a new state directory has none of them)."""
+
 
 def open_registry(
     path: str | Path,
@@ -36,12 +40,16 @@ def open_registry(
     start: their document ids are those of the first reading, so the cluster answers 409 for
     the documents it holds and they count as already there, not twice.
 
+    A missing registry in a state directory that holds what a run leaves (``jobs.sqlite``, a
+    workload model) was removed or lost: it is started again with a warning too.
+
     Raises:
         ConfigError: the registry cannot be opened for another reason (a read-only or removed
             state directory), or the damaged file cannot be moved aside; naming the file and
             what to do.
     """
     path = Path(path)
+    lost = _lost(path)
     try:
         registry, damaged = open_or_set_aside(
             path, lambda: Registry(path, clock=clock, cluster=cluster), clock
@@ -61,4 +69,22 @@ def open_registry(
             damaged.reason,
             damaged.aside,
         )
+    elif lost:
+        log.warning(
+            "registry %s is missing while the state directory holds other state (%s): it was "
+            "removed or lost, so a new registry is started. Every file in the drop directories "
+            "is read again from its start; documents the cluster already holds are counted as "
+            "already there, not indexed twice",
+            path,
+            ", ".join(lost),
+        )
     return registry
+
+
+def _lost(path: Path) -> list[str]:
+    """What the state directory holds that a run writes besides the registry at ``path``,
+    when the registry itself is missing (it was removed, or lost with part of the directory);
+    empty when the registry is there or the directory is new."""
+    if path.exists():
+        return []
+    return [name for name in OTHER_STATE if (path.parent / name).exists()]

@@ -321,7 +321,9 @@ def test_a_state_directory_removed_while_running_stops_the_run_and_the_next_read
             iolens(cfg, "run"), stdout=subprocess.DEVNULL, stderr=err, text=True, env=ENV
         )
         try:
-            wait_for("the run to start", lambda: "running; stop with" in err_path.read_text())
+            # the first tick's scheduled jobs come after the first pass over the drop
+            first_tick = "peer comparison waits for thresholds"
+            wait_for("the first tick", lambda: first_tick in err_path.read_text())
             while (state / "lock").exists():  # iolens may write into it meanwhile
                 shutil.rmtree(state, ignore_errors=True)
             assert proc.wait(timeout=DEADLINE_S) == 2
@@ -340,17 +342,43 @@ def test_a_state_directory_removed_while_running_stops_the_run_and_the_next_read
     ]
     assert_no_duplicates(client, base)
 
-    shutil.rmtree(state, ignore_errors=True)  # also gone before the next start
-    snapshots = model_snapshots(client, base.ns)
+    assert (state / "models").is_dir()  # the workload model was saved as the run stopped
     done = run_once(cfg, capsys)
 
     assert done.returncode == 0, done.stderr
+    assert (
+        f"pipeline.shippers.registry_open: registry {state / 'registry.sqlite'} is missing "
+        "while the state directory holds other state (models): it was removed or lost, so a "
+        "new registry is started. Every file in the drop directories is read again from its "
+        "start; documents the cluster already holds are counted as already there, not indexed "
+        "twice"
+    ) in records(done.stderr, "WARNING")
+    counts = summary(done.stdout, base.ns)
+    for stream, want in base.expected.items():
+        assert counts[stream] == (0, len(want), 0), stream
+    assert "metrics-iolens.workload_model" not in counts  # the saved model knew every request
+    assert_no_duplicates(client, base)
+
+
+def test_a_state_directory_removed_before_start_is_made_again_and_every_file_read_once(
+    base: Base, tmp_path: Path, client: Elasticsearch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing tells a removed state directory from a new one: the run reads every file as a
+    first run does, and the cluster's 409s keep each document once."""
+    state, cfg = copy_state(base, tmp_path)
+    shutil.rmtree(state)
+    snapshots = model_snapshots(client, base.ns)
+
+    done = run_once(cfg, capsys)
+
+    assert done.returncode == 0, done.stderr
+    assert records(done.stderr, "ERROR") == []
     counts = summary(done.stdout, base.ns)
     for stream, want in base.expected.items():
         assert counts[stream] == (0, len(want), 0), stream
     assert_no_duplicates(client, base)
-    # The workload model was lost with the directory: built again from the same requests, it
-    # takes a new snapshot (stamped with its time: new documents, the old ones stay).
+    # The workload model went with the directory: built again from the same requests, it
+    # takes a new snapshot (stamped with its time: new documents; the old ones stay).
     assert counts["metrics-iolens.workload_model"] == (base.snapshots, 0, 0)
     assert model_snapshots(client, base.ns) == snapshots + base.snapshots
 
