@@ -60,26 +60,43 @@ def quick_check(db: sqlite3.Connection) -> str | None:
 
 
 def open_checked(path: Path, setup: Callable[[sqlite3.Connection], None]) -> sqlite3.Connection:
-    """Connect to the SQLite file ``path`` (autocommit, usable from any thread), run ``setup``
-    on it and check it (:func:`quick_check`).
+    """Check the SQLite file ``path`` when it exists (:func:`check`), then connect to it
+    (autocommit, usable from any thread) and run ``setup`` on it.
 
     Raises:
-        sqlite3.DatabaseError: the file is damaged (:func:`is_damage` is true of it; a fault
-            ``quick_check`` found is raised with ``SQLITE_CORRUPT``).
+        sqlite3.DatabaseError: the file is damaged (:func:`is_damage` is true of it).
         sqlite3.Error: any other failure (read-only, removed, full); the connection is closed.
     """
+    if path.exists():
+        check(path)
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         setup(db)
-        fault = quick_check(db)
-        if fault is not None:
-            err = sqlite3.DatabaseError(f"quick_check: {fault}")
-            err.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
-            raise err
     except BaseException:
         db.close()
         raise
     return db
+
+
+def check(path: Path) -> None:
+    """Check the SQLite file ``path`` (:func:`quick_check`) through a read-only connection,
+    which changes nothing: a writing connection's close would copy a write-ahead log left by a
+    crash into the damaged file and delete the log.
+
+    Raises:
+        sqlite3.DatabaseError: the file is damaged (:func:`is_damage` is true of it; a fault
+            ``quick_check`` found is raised with ``SQLITE_CORRUPT``).
+        sqlite3.Error: it cannot be read for another reason.
+    """
+    db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        fault = quick_check(db)
+    finally:
+        db.close()
+    if fault is not None:
+        err = sqlite3.DatabaseError(f"quick_check: {fault}")
+        err.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
+        raise err
 
 
 def move_aside(path: Path, clock: Callable[[], float] = time.time) -> Path:

@@ -173,7 +173,7 @@ def damage(path: Path, how: str) -> bytes:
 
 def aside(state: Path, name: str) -> Path:
     """The one file ``name`` was moved aside to."""
-    (found,) = state.glob(f"{name}.damaged-*")
+    (found,) = (p for p in state.glob(f"{name}.damaged-*") if not p.name.endswith(("-wal", "-shm")))
     assert re.fullmatch(rf"{re.escape(name)}\.damaged-\d{{8}}T\d{{6}}Z", found.name)
     return found
 
@@ -381,6 +381,68 @@ def test_a_state_directory_removed_before_start_is_made_again_and_every_file_rea
     # takes a new snapshot (stamped with its time: new documents; the old ones stay).
     assert counts["metrics-iolens.workload_model"] == (base.snapshots, 0, 0)
     assert model_snapshots(client, base.ns) == snapshots + base.snapshots
+
+
+CRASH = """
+import os, signal, sys
+from pipeline.shippers.registry import Registry
+reg = Registry(sys.argv[1])
+reg.set_size_seen(reg.all()[0].key, 1)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+"""A process that commits once to the registry and is killed before it closes it: the
+commit stays in ``registry.sqlite-wal``."""
+
+
+def test_a_registry_damaged_in_a_crash_is_moved_aside_with_its_write_ahead_log(
+    base: Base, tmp_path: Path, client: Elasticsearch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A crash leaves the last commits in ``registry.sqlite-wal``; with a page of the main
+    file then torn, the file goes aside with its log: a log left next to the new registry
+    would be replayed into it."""
+    state, cfg = copy_state(base, tmp_path)
+    registry, wal = state / "registry.sqlite", state / "registry.sqlite-wal"
+    crash = subprocess.run([sys.executable, "-c", CRASH, str(registry)], cwd=ROOT, env=ENV)
+    assert crash.returncode == -9
+    log = wal.read_bytes()
+    logged = wal_pages(log)
+    assert logged  # the commit is in the log, not in the main file
+    size = registry.stat().st_size
+    page = next(p for p in range(2, size // PAGE + 1) if p not in logged)
+    data = registry.read_bytes()
+    damaged = data[: (page - 1) * PAGE] + TORN + data[page * PAGE :]
+    registry.write_bytes(damaged)  # a page the log does not hold: the log cannot mend it
+
+    done = run_once(cfg, capsys)
+
+    assert done.returncode == 0, done.stderr
+    kept = aside(state, "registry.sqlite")
+    assert kept.read_bytes() == damaged
+    assert Path(f"{kept}-wal").read_bytes() == log
+    warning = (
+        rf"pipeline\.shippers\.registry_open: registry {re.escape(str(registry))} is damaged "
+        rf"\(quick_check: .+\): moved it aside to {re.escape(str(kept))} and started a new "
+        r"registry\. Every file in the drop directories is read again from its start; "
+        r"documents the cluster already holds are counted as already there, not indexed twice"
+    )
+    assert [w for w in records(done.stderr, "WARNING") if re.fullmatch(warning, w)], done.stderr
+    counts = summary(done.stdout, base.ns)
+    for stream, want in base.expected.items():
+        assert counts[stream] == (0, len(want), 0), stream
+    assert_no_duplicates(client, base)
+
+
+PAGE = 4096
+"""SQLite's page size (its default, which the registry keeps)."""
+
+
+def wal_pages(log: bytes) -> set[int]:
+    """The page numbers a SQLite write-ahead log holds (its 32-byte header, then frames of a
+    24-byte header, whose first 4 bytes are the page number, and one page)."""
+    frame = 24 + PAGE
+    return {
+        int.from_bytes(log[at : at + 4], "big") for at in range(32, len(log) - frame + 1, frame)
+    }
 
 
 def wait_for(what: str, cond: Callable[[], bool]) -> None:
