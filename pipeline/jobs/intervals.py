@@ -50,6 +50,7 @@ class DirtyIntervals:
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._clock = clock
         self._lock = threading.Lock()
         self._db = open_checked(path, _setup)

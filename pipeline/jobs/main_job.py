@@ -31,7 +31,7 @@ from pipeline.jobs.health import Health
 from pipeline.jobs.intervals import open_dirty_intervals
 from pipeline.jobs.pump import Pump
 from pipeline.jobs.scheduled import ScheduledJobs
-from pipeline.jobs.state_lock import check_state_dir, lock_state_dir
+from pipeline.jobs.state_lock import StateWatch, lock_state_dir
 from pipeline.jobs.summary import RunSummary
 from pipeline.records import Document
 from pipeline.reducers.darshan_job import JobAnalysis
@@ -88,6 +88,7 @@ class MainJob:
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
         self.registry = open_registry(state / "registry.sqlite", cluster=self.cluster)
         self.dirty = open_dirty_intervals(state / "jobs.sqlite", clock=clock)
+        self._watch = StateWatch(state, self._lock, [self.registry.path, self.dirty.path])
         self._told_elsewhere = False
         if self.cluster is None:
             log.info(
@@ -291,7 +292,7 @@ class MainJob:
     def _tick(self) -> None:
         """Every ``jobs.tick_s``: the state directory still there (or a ConfigError), files
         not read to their end, quiet files, the pipeline's metrics and the scheduled jobs."""
-        check_state_dir(self.state_dir, self._lock)
+        self._watch.check()
         for tail in list(self.files.tails.values()):
             if not tail.exhausted:
                 self.pump(tail)

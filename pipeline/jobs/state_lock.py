@@ -1,10 +1,12 @@
-"""One process per state directory: an exclusive lock on ``<state>/lock``."""
+"""One process per state directory: an exclusive lock on ``<state>/lock``; and the files it
+holds open there, watched for removal while it runs."""
 
 from __future__ import annotations
 
 import fcntl
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -54,23 +56,54 @@ def lock_state_dir(state: Path) -> IO[str]:
     return fh
 
 
-def check_state_dir(state: Path, lock: IO[str]) -> None:
-    """Check that ``state`` is still the directory this process locked (:func:`lock_state_dir`
-    returned ``lock``): it was not removed, or replaced by another, while iolens ran.
+class StateWatch:
+    """The files of the state directory this process holds open, each known by its identity
+    (device and inode) when it was opened, so that their removal or replacement while iolens
+    runs is noticed (:meth:`check`).
 
-    Raises:
-        ConfigError: it was removed (or replaced): the registry, spool and dead letters this
-            process writes are gone with it, so it must stop.
+    Args:
+        state: the state directory.
+        lock: the lock :func:`lock_state_dir` returned.
+        files: the databases the process keeps open in it (``registry.sqlite``,
+            ``jobs.sqlite``).
     """
-    try:
-        same = os.path.samestat(os.fstat(lock.fileno()), os.stat(state / "lock"))
-    except OSError:
-        same = False
-    if not same:
-        raise ConfigError(
-            f"state directory {state} was removed while iolens was running: the registry, "
-            "spool and dead letters it held are gone, so what is read can no longer be "
-            "recorded. iolens stops; start it again to begin a new state directory there (the "
-            "files are read again from their start; documents the cluster already holds are "
-            "counted as already there, not indexed twice)"
+
+    def __init__(self, state: Path, lock: IO[str], files: Sequence[Path]) -> None:
+        self.state = state
+        self._held = {state / "lock": os.fstat(lock.fileno())}
+        self._held.update((path, os.stat(path)) for path in files)
+
+    def check(self) -> None:
+        """Check that every file is still the one opened.
+
+        Raises:
+            ConfigError: the directory was removed (its lock file is gone or another), or a
+                database in it was removed or replaced: what is read can no longer be recorded,
+                so the process must stop.
+        """
+        for path, held in self._held.items():
+            try:
+                same = os.path.samestat(held, os.stat(path))
+            except OSError:
+                same = False
+            if not same:
+                raise ConfigError(self._gone(path))
+
+    def _gone(self, path: Path) -> str:
+        """The message for ``path``, removed or replaced."""
+        again = (
+            "the files are read again from their start; documents the cluster already holds "
+            "are counted as already there, not indexed twice"
+        )
+        if path.name == "lock":
+            return (
+                f"state directory {self.state} was removed while iolens was running: the "
+                "registry, spool and dead letters it held are gone, so what is read can no "
+                "longer be recorded. iolens stops; start it again to begin a new state "
+                f"directory there ({again})"
+            )
+        return (
+            f"{path} was removed or replaced while iolens was running, so what is read can no "
+            f"longer be recorded in it. iolens stops; start it again to open the file now at "
+            f"that path, or a new one when there is none ({again})"
         )

@@ -315,23 +315,14 @@ def test_a_state_directory_removed_while_running_stops_the_run_and_the_next_read
     base: Base, tmp_path: Path, client: Elasticsearch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state, cfg = copy_state(base, tmp_path)
-    err_path = tmp_path / "stderr.txt"
-    with err_path.open("w") as err:
-        proc = subprocess.Popen(
-            iolens(cfg, "run"), stdout=subprocess.DEVNULL, stderr=err, text=True, env=ENV
-        )
-        try:
-            # the first tick's scheduled jobs come after the first pass over the drop
-            first_tick = "peer comparison waits for thresholds"
-            wait_for("the first tick", lambda: first_tick in err_path.read_text())
-            while (state / "lock").exists():  # iolens may write into it meanwhile
-                shutil.rmtree(state, ignore_errors=True)
-            assert proc.wait(timeout=DEADLINE_S) == 2
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    log = err_path.read_text()
+
+    def remove() -> None:
+        while (state / "lock").exists():  # iolens may write into it meanwhile
+            shutil.rmtree(state, ignore_errors=True)
+
+    code, log = run_and(cfg, tmp_path, remove)
+
+    assert code == 2
     assert "Traceback" not in log
     assert records(log, "ERROR") == [
         f"iolens: state directory {state} was removed while iolens was running: the registry, "
@@ -357,6 +348,39 @@ def test_a_state_directory_removed_while_running_stops_the_run_and_the_next_read
     for stream, want in base.expected.items():
         assert counts[stream] == (0, len(want), 0), stream
     assert "metrics-iolens.workload_model" not in counts  # the saved model knew every request
+    assert_no_duplicates(client, base)
+
+
+def test_a_registry_moved_away_while_running_stops_the_run_and_the_next_reads_again_once(
+    base: Base, tmp_path: Path, client: Elasticsearch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, cfg = copy_state(base, tmp_path)
+    registry = state / "registry.sqlite"
+
+    code, log = run_and(cfg, tmp_path, lambda: registry.rename(state / "registry.old"))
+
+    assert code == 2
+    assert "Traceback" not in log
+    assert records(log, "ERROR") == [
+        f"iolens: {registry} was removed or replaced while iolens was running, so what is read "
+        "can no longer be recorded in it. iolens stops; start it again to open the file now at "
+        "that path, or a new one when there is none (the files are read again from their "
+        "start; documents the cluster already holds are counted as already there, not indexed "
+        "twice)"
+    ]
+    done = run_once(cfg, capsys)
+
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"pipeline.shippers.registry_open: registry {registry} is missing while the state "
+        "directory holds other state (jobs.sqlite, models): it was removed or lost, so a new "
+        "registry is started. Every file in the drop directories is read again from its "
+        "start; documents the cluster already holds are counted as already there, not indexed "
+        "twice"
+    ) in records(done.stderr, "WARNING")
+    counts = summary(done.stdout, base.ns)
+    for stream, want in base.expected.items():
+        assert counts[stream] == (0, len(want), 0), stream
     assert_no_duplicates(client, base)
 
 
@@ -443,6 +467,30 @@ def wal_pages(log: bytes) -> set[int]:
     return {
         int.from_bytes(log[at : at + 4], "big") for at in range(32, len(log) - frame + 1, frame)
     }
+
+
+def run_and(cfg: Path, tmp: Path, fault: Callable[[], None]) -> tuple[int, str]:
+    """``iolens run`` with ``cfg``; ``fault()`` once its first pass over the drop is done.
+
+    Returns:
+        Its exit status and what it logged.
+    """
+    err_path = tmp / "stderr.txt"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            iolens(cfg, "run"), stdout=subprocess.DEVNULL, stderr=err, text=True, env=ENV
+        )
+        try:
+            # the first tick's scheduled jobs come after the first pass over the drop
+            first_tick = "peer comparison waits for thresholds"
+            wait_for("the first tick", lambda: first_tick in err_path.read_text())
+            fault()
+            code = proc.wait(timeout=DEADLINE_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return code, err_path.read_text()
 
 
 def wait_for(what: str, cond: Callable[[], bool]) -> None:
