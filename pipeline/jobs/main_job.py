@@ -35,7 +35,7 @@ from pipeline.jobs.state_lock import StateWatch, lock_state_dir
 from pipeline.jobs.summary import RunSummary
 from pipeline.records import Document
 from pipeline.reducers.darshan_job import JobAnalysis
-from pipeline.settings import DropSettings, Settings
+from pipeline.settings import ConfigError, DropSettings, Settings
 from pipeline.shippers.discovery import FileSet
 from pipeline.shippers.formats import build_shippers
 from pipeline.shippers.formats.base import ShipContext, Tail
@@ -326,7 +326,25 @@ class MainJob:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        """Close; when the state directory (or a database in it) went away while the job ran,
+        the failure that caused (a spool segment gone) is reported as that instead.
+
+        Raises:
+            ConfigError: the state directory or a database in it went away, naming it.
+        """
+        try:
+            self.close()
+        except Exception:
+            self._blame_state()
+            raise
+        if isinstance(exc[1], Exception) and not isinstance(exc[1], ConfigError):
+            self._blame_state()
+
+    def _blame_state(self) -> None:
+        """Raise the state directory's :class:`ConfigError` if a file of it went away."""
+        gone = self._watch.gone()
+        if gone is not None:
+            raise ConfigError(gone) from None
 
     def close(self) -> None:
         """Flush and release the registry and job state (also on leaving a ``with`` block)."""

@@ -81,13 +81,20 @@ class StateWatch:
                 database in it was removed or replaced: what is read can no longer be recorded,
                 so the process must stop.
         """
+        gone = self.gone()
+        if gone is not None:
+            raise ConfigError(gone)
+
+    def gone(self) -> str | None:
+        """What went away (the message :meth:`check` raises), None when nothing did."""
         for path, held in self._held.items():
             try:
                 same = os.path.samestat(held, os.stat(path))
             except OSError:
                 same = False
             if not same:
-                raise ConfigError(self._gone(path))
+                return self._gone(path)
+        return None
 
     def _gone(self, path: Path) -> str:
         """The message for ``path``, removed or replaced."""

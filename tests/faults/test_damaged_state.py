@@ -23,6 +23,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.cli.main import main
+from pipeline.sink.embedded import EmbeddedServer, free_port
 from pipeline.sink.search import refresh
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,8 @@ DEADLINE_S = 120.0
 """Longest wait for a condition before the test fails (a hang guard, not a timing check)."""
 TORN = b"\xde\xad\xbe\xef" * 1024
 """What a torn write leaves in the middle of a file: 4 KiB (a page) of other bytes."""
+RETRIES = {"max_retries": 1, "backoff_initial_s": 0.05, "backoff_max_s": 0.2}
+"""A retry budget of about 0.1 s: documents go to the spool as soon as the cluster is away."""
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
 STREAMS = tuple(s for s in DERIVED if not s.startswith("logs-darshan"))
 """The derived streams of the drop below (it has no Darshan log: its worker pool is slow to
@@ -382,6 +385,54 @@ def test_a_registry_moved_away_while_running_stops_the_run_and_the_next_reads_ag
     for stream, want in base.expected.items():
         assert counts[stream] == (0, len(want), 0), stream
     assert_no_duplicates(client, base)
+
+
+def test_a_state_directory_removed_during_an_outage_stops_the_run_and_loses_nothing(
+    base: Base, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cluster away, documents wait in the spool; the directory removed with them: the
+    run stops naming the directory (not the spool segment it could not find), and the next
+    run reads the files again into the cluster, each document once."""
+    server = EmbeddedServer(tmp_path / "noida", free_port())
+    server.start(timeout_s=30.0)
+    drop, state = tmp_path / "drop", tmp_path / "state"
+    shutil.copytree(base.drop, drop, ignore=shutil.ignore_patterns("node02"))
+    ns = f"outage{uuid.uuid4().hex[:6]}"
+    cfg = tmp_path / "iolens.yaml"
+    write_config(cfg, server.url, ns, drop, state, **RETRIES)
+    spooled = lambda: any((state / "spool").glob("seg-*.ndjson"))  # noqa: E731
+
+    def outage_then_remove() -> None:
+        server.stop()
+        shutil.copytree(base.drop / "fio" / "node02", drop / "fio" / "node02")
+        wait_for("documents in the spool", spooled)
+        while (state / "lock").exists():
+            shutil.rmtree(state, ignore_errors=True)
+
+    try:
+        code, log = run_and(cfg, tmp_path, outage_then_remove)
+        server.start(timeout_s=30.0)
+        done = run_once(cfg, capsys)
+        client = Elasticsearch(server.url, request_timeout=30)
+        try:
+            got = {s: v for s, v in ids(client, ns).items() if s in STREAMS}
+        finally:
+            client.close()
+    finally:
+        server.stop()
+
+    assert code == 2
+    # (the client library logs its own retries during the outage with their tracebacks)
+    assert not re.search(r'File ".*/pipeline/', log), log
+    assert records(log, "ERROR")[-1] == (
+        f"iolens: state directory {state} was removed while iolens was running: the registry, "
+        "spool and dead letters it held are gone, so what is read can no longer be recorded. "
+        "iolens stops; start it again to begin a new state directory there (the files are "
+        "read again from their start; documents the cluster already holds are counted as "
+        "already there, not indexed twice)"
+    )
+    assert done.returncode == 0, done.stderr
+    assert got == base.expected  # every document once: the spooled ones read again
 
 
 def test_a_state_directory_removed_before_start_is_made_again_and_every_file_read_once(
