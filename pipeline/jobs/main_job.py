@@ -344,7 +344,7 @@ class MainJob:
         """Raise the state directory's :class:`ConfigError` if a file of it went away."""
         gone = self._watch.gone()
         if gone is not None:
-            raise ConfigError(gone) from None
+            raise gone from None
 
     def close(self) -> None:
         """Flush and release the registry and job state (also on leaving a ``with`` block)."""

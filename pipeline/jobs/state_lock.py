@@ -59,7 +59,7 @@ def lock_state_dir(state: Path) -> IO[str]:
 class StateWatch:
     """The files of the state directory this process holds open, each known by its identity
     (device and inode) when it was opened, so that their removal or replacement while iolens
-    runs is noticed (:meth:`check`).
+    runs is noticed (:meth:`check`), and the directory's turning read-only.
 
     Args:
         state: the state directory.
@@ -77,40 +77,45 @@ class StateWatch:
         """Check that every file is still the one opened.
 
         Raises:
-            ConfigError: the directory was removed (its lock file is gone or another), or a
-                database in it was removed or replaced: what is read can no longer be recorded,
-                so the process must stop.
+            ConfigError: the directory was removed (its lock file is gone or another), a
+                database in it was removed or replaced, or the directory can no longer be
+                written: what is read can no longer be recorded, so the process must stop.
         """
         gone = self.gone()
         if gone is not None:
-            raise ConfigError(gone)
+            raise gone
 
-    def gone(self) -> str | None:
-        """What went away (the message :meth:`check` raises), None when nothing did."""
+    def gone(self) -> ConfigError | None:
+        """What went away or can no longer be written (the error :meth:`check` raises), None
+        when nothing did."""
         for path, held in self._held.items():
             try:
                 same = os.path.samestat(held, os.stat(path))
             except OSError:
                 same = False
-            if not same:
-                return self._gone(path)
-        return None
-
-    def _gone(self, path: Path) -> str:
-        """The message for ``path``, removed or replaced."""
-        again = (
-            "the files are read again from their start; documents the cluster already holds "
-            "are counted as already there, not indexed twice"
-        )
-        if path.name == "lock":
-            return (
-                f"state directory {self.state} was removed while iolens was running: the "
-                "registry, spool and dead letters it held are gone, so what is read can no "
-                "longer be recorded. iolens stops; start it again to begin a new state "
-                f"directory there ({again})"
+            if same:
+                continue
+            if path.name == "lock":
+                return ConfigError(
+                    f"state directory {self.state} was removed while iolens was running: the "
+                    "registry, spool and dead letters it held are gone, so what is read can no "
+                    "longer be recorded. iolens stops; start it again to begin a new state "
+                    "directory there (the files are read again from their start; documents the "
+                    "cluster already holds are counted as already there, not indexed twice)"
+                )
+            return ConfigError(
+                f"{path} was removed or replaced while iolens was running, so what is read can "
+                "no longer be recorded in it. iolens stops; start it again to open the file now "
+                "at that path, or a new one when there is none (the files are read again from "
+                "their start; documents the cluster already holds are counted as already there, "
+                "not indexed twice)"
             )
-        return (
-            f"{path} was removed or replaced while iolens was running, so what is read can no "
-            f"longer be recorded in it. iolens stops; start it again to open the file now at "
-            f"that path, or a new one when there is none ({again})"
-        )
+        if not os.access(self.state, os.W_OK):
+            return ConfigError(
+                f"state directory {self.state} can no longer be written (it became read-only, "
+                "or its permissions changed) while iolens was running, so what is read can no "
+                "longer be recorded. iolens stops; make it writable (remount it read-write) and "
+                "start it again: it goes on from what was recorded (documents the cluster "
+                "already holds are counted as already there, not indexed twice)"
+            )
+        return None

@@ -314,6 +314,56 @@ def test_a_read_only_state_directory_is_an_error_naming_it(
     assert_no_duplicates(client, base)
 
 
+def test_a_state_directory_turned_read_only_while_running_stops_the_run_naming_it(
+    base: Base,
+    tmp_path: Path,
+    tmpfs: Callable[[str, int], Path],
+    client: Elasticsearch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A file system remounted read-only under a running iolens (as ext4 does on errors):
+    a tmpfs with files open for writing refuses ``remount,ro``, so the directory is made
+    read-only through a read-only bind mount of it on itself."""
+    mount = tmpfs("state", 16 << 20)
+    state, cfg = copy_state(base, tmp_path, mount / "state")
+    bound: list[Path] = []
+
+    def read_only() -> None:
+        sh(["mount", "--bind", str(mount), str(mount)])
+        bound.append(mount)
+        sh(["mount", "-o", "remount,ro,bind", str(mount)])
+
+    try:
+        code, log = run_and(cfg, tmp_path, read_only)
+        assert bound, "the bind mount was not made"
+    finally:
+        for where in bound:
+            sh(["umount", str(where)])
+
+    assert code == 2
+    assert not re.search(r'File ".*/pipeline/', log), log
+    assert records(log, "ERROR") == [
+        f"iolens: state directory {state} can no longer be written (it became read-only, or "
+        "its permissions changed) while iolens was running, so what is read can no longer be "
+        "recorded. iolens stops; make it writable (remount it read-write) and start it again: "
+        "it goes on from what was recorded (documents the cluster already holds are counted "
+        "as already there, not indexed twice)"
+    ]
+    done = run_once(cfg, capsys)  # writable again
+
+    assert done.returncode == 0, done.stderr
+    said = records(done.stderr, "WARNING")
+    assert not [w for w in said if "registry" in w or "damaged" in w], said  # nothing reset
+    assert summary(done.stdout, base.ns).get("metrics-fio.histogram", (0, 0, 0))[0] == 0
+    assert_no_duplicates(client, base)
+
+
+def sh(argv: list[str]) -> None:
+    """Run ``argv``; fail the test with its error output when it fails."""
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(argv)}: {done.stderr}"
+
+
 def test_a_state_directory_removed_while_running_stops_the_run_and_the_next_reads_again_once(
     base: Base, tmp_path: Path, client: Elasticsearch, capsys: pytest.CaptureFixture[str]
 ) -> None:
