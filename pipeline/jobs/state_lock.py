@@ -105,9 +105,9 @@ class StateWatch:
                 )
             return ConfigError(
                 f"{path} was removed or replaced while iolens was running, so what is read can "
-                "no longer be recorded in it. iolens stops; start it again to open the file now "
-                "at that path, or a new one when there is none (the files are read again from "
-                "their start; documents the cluster already holds are counted as already there, "
+                "no longer be recorded in it. iolens stops; start it again: it opens the file now "
+                "at that path, or starts a new one (a new registry reads every file again from "
+                "its start; documents the cluster already holds are counted as already there, "
                 "not indexed twice)"
             )
         if not os.access(self.state, os.W_OK):

@@ -416,8 +416,8 @@ def test_a_registry_moved_away_while_running_stops_the_run_and_the_next_reads_ag
     assert "Traceback" not in log
     assert records(log, "ERROR") == [
         f"iolens: {registry} was removed or replaced while iolens was running, so what is read "
-        "can no longer be recorded in it. iolens stops; start it again to open the file now at "
-        "that path, or a new one when there is none (the files are read again from their "
+        "can no longer be recorded in it. iolens stops; start it again: it opens the file now "
+        "at that path, or starts a new one (a new registry reads every file again from its "
         "start; documents the cluster already holds are counted as already there, not indexed "
         "twice)"
     ]
