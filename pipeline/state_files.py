@@ -83,20 +83,38 @@ def check(path: Path) -> None:
     which changes nothing: a writing connection's close would copy a write-ahead log left by a
     crash into the damaged file and delete the log.
 
+    An empty file (no write-ahead log with content beside it) is damaged too: it was cut to
+    nothing, and SQLite would take it for a new database.
+
     Raises:
         sqlite3.DatabaseError: the file is damaged (:func:`is_damage` is true of it; a fault
-            ``quick_check`` found is raised with ``SQLITE_CORRUPT``).
+            ``quick_check`` found, or an empty file, is raised with ``SQLITE_CORRUPT``).
         sqlite3.Error: it cannot be read for another reason.
     """
+    if path.stat().st_size == 0 and not _has_content(Path(f"{path}-wal")):
+        raise _damage("the file is empty")  # SQLite would take it for a new database
     db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     try:
         fault = quick_check(db)
     finally:
         db.close()
     if fault is not None:
-        err = sqlite3.DatabaseError(f"quick_check: {fault}")
-        err.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
-        raise err
+        raise _damage(f"quick_check: {fault}")
+
+
+def _damage(reason: str) -> sqlite3.DatabaseError:
+    """A damage found by iolens rather than SQLite, as SQLite would raise it."""
+    err = sqlite3.DatabaseError(reason)
+    err.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
+    return err
+
+
+def _has_content(path: Path) -> bool:
+    """Whether ``path`` exists and is not empty."""
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 def move_aside(path: Path, clock: Callable[[], float] = time.time) -> Path:

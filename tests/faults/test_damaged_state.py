@@ -168,6 +168,8 @@ def damage(path: Path, how: str) -> bytes:
         data = data[:mid] + TORN + data[mid + len(TORN) :]
     elif how == "truncated":
         data = data[: len(data) // 2]
+    elif how == "emptied":
+        data = b""
     else:  # garbage
         data = bytes((i * 37 + 11) % 256 for i in range(len(data)))
     path.write_bytes(data)
@@ -181,7 +183,7 @@ def aside(state: Path, name: str) -> Path:
     return found
 
 
-@pytest.mark.parametrize("how", ["torn", "truncated", "garbage"])
+@pytest.mark.parametrize("how", ["torn", "truncated", "emptied", "garbage"])
 def test_a_damaged_registry_is_moved_aside_and_every_file_read_again_once(
     how: str,
     base: Base,
@@ -207,6 +209,7 @@ def test_a_damaged_registry_is_moved_aside_and_every_file_read_again_once(
     reason = {
         "torn": r"quick_check: .+",
         "truncated": "database disk image is malformed",
+        "emptied": "the file is empty",
         "garbage": "file is not a database",
     }[how]
     warning = (
