@@ -23,6 +23,11 @@ def lock_state_dir(state: Path) -> IO[str]:
             or another iolens process uses the state directory (two processes would
             commit each other's offsets).
     """
+    if state.exists() and not state.is_dir():
+        raise ConfigError(
+            f"state directory {state} is a file, not a directory: move it away or pass another "
+            "--state-dir (state_dir in the configuration)"
+        )
     if not state.is_dir():
         log.debug(
             "state directory %s does not exist: creating it; every file in the drop "

@@ -317,6 +317,24 @@ def test_a_read_only_state_directory_is_an_error_naming_it(
     assert_no_duplicates(client, base)
 
 
+def test_a_state_directory_that_is_a_file_is_an_error_naming_it(
+    base: Base, tmp_path: Path, client: Elasticsearch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    state.write_bytes(b"not a directory")
+    cfg = config(tmp_path, base.url, base.ns, base.drop, state)
+
+    done = run_once(cfg, capsys)
+
+    assert done.returncode == 2
+    assert records(done.stderr, "ERROR") == [
+        f"iolens: state directory {state} is a file, not a directory: move it away or pass "
+        "another --state-dir (state_dir in the configuration)"
+    ]
+    assert state.read_bytes() == b"not a directory"
+    assert_no_duplicates(client, base)
+
+
 def test_a_state_directory_turned_read_only_while_running_stops_the_run_naming_it(
     base: Base,
     tmp_path: Path,
