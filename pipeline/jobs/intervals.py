@@ -39,7 +39,7 @@ class DirtyIntervals:
     """Intervals touched by acknowledged histogram documents, with the last touch time.
 
     Args:
-        path: the SQLite file.
+        path: the SQLite file (kept as :attr:`path`).
         clock: wall-clock seconds (``time.time``).
 
     Raises:
