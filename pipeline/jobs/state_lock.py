@@ -3,6 +3,7 @@ holds open there, watched for removal while it runs."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -38,6 +39,9 @@ def lock_state_dir(state: Path) -> IO[str]:
     try:
         state.mkdir(parents=True, exist_ok=True)
         fh = (state / "lock").open("a+")
+        if not os.access(state, os.W_OK):  # the lock file may be writable, its directory not
+            fh.close()
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(state))
     except OSError as err:
         raise ConfigError(
             f"state directory {state} cannot be written ({err.strerror}): iolens keeps its "

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +31,8 @@ sys.path.insert(0, str(ROOT / "tests" / "workloads"))
 sys.path.insert(0, str(ROOT / "tests" / "reliability"))
 from http_client import serve  # noqa: E402
 from mixed_drop import DERIVED, finished, grow, ids, iolens, sources, write_config  # noqa: E402
+
+from tests.faults.conftest import unavailable  # noqa: E402
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
@@ -335,6 +337,60 @@ def test_a_state_directory_that_is_a_file_is_an_error_naming_it(
     assert_no_duplicates(client, base)
 
 
+NO_DAC = (
+    "setpriv",
+    "--bounding-set",
+    "-dac_override,-dac_read_search",
+    "--inh-caps",
+    "-dac_override,-dac_read_search",
+    "--",
+)
+"""Run a command as root without the capabilities that let root ignore file permissions, so
+a ``chmod`` binds it as it binds any user."""
+
+
+@pytest.fixture
+def no_dac() -> tuple[str, ...]:
+    """:data:`NO_DAC`, or skip (fail under ``IOLENS_REQUIRE_LAB``) where it cannot run."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        unavailable("taking permissions away from root needs root and setpriv (util-linux)")
+    return NO_DAC
+
+
+@pytest.mark.parametrize("when", ["before", "while"])
+def test_a_state_directory_without_write_permission_is_an_error_naming_it(
+    when: str, base: Base, tmp_path: Path, client: Elasticsearch, no_dac: tuple[str, ...]
+) -> None:
+    state, cfg = copy_state(base, tmp_path)
+    if when == "before":
+        state.chmod(0o555)
+        done = subprocess.run(
+            [*no_dac, *iolens(cfg, "run", "--once")], capture_output=True, text=True, env=ENV
+        )
+        code, log = done.returncode, done.stderr
+        want = (
+            f"iolens: state directory {state} cannot be written (Permission denied): iolens "
+            "keeps its registry, spool and dead letters there. Make it writable (remount it "
+            "read-write, fix its owner or mode) or pass another --state-dir (state_dir in the "
+            "configuration)"
+        )
+    else:
+        code, log = run_and(cfg, tmp_path, lambda: state.chmod(0o555), no_dac)
+        want = (
+            f"iolens: state directory {state} can no longer be written (it became read-only, "
+            "or its permissions changed) while iolens was running, so what is read can no "
+            "longer be recorded. iolens stops; make it writable (remount it read-write) and "
+            "start it again: it goes on from what was recorded (documents the cluster already "
+            "holds are counted as already there, not indexed twice)"
+        )
+    state.chmod(0o755)
+
+    assert code == 2, log
+    assert not re.search(r'File ".*/pipeline/', log), log
+    assert records(log, "ERROR") == [want]
+    assert_no_duplicates(client, base)
+
+
 def test_a_state_directory_turned_read_only_while_running_stops_the_run_naming_it(
     base: Base,
     tmp_path: Path,
@@ -591,17 +647,19 @@ def wal_pages(log: bytes) -> set[int]:
     }
 
 
-def run_and(cfg: Path, tmp: Path, fault: Callable[[], None]) -> tuple[int, str]:
-    """``iolens run`` with ``cfg``; ``fault()`` once its first pass over the drop is done.
+def run_and(
+    cfg: Path, tmp: Path, fault: Callable[[], None], prefix: Sequence[str] = ()
+) -> tuple[int, str]:
+    """``iolens run`` with ``cfg`` (its command line after ``prefix``); ``fault()`` once its
+    first pass over the drop is done.
 
     Returns:
         Its exit status and what it logged.
     """
     err_path = tmp / "stderr.txt"
     with err_path.open("w") as err:
-        proc = subprocess.Popen(
-            iolens(cfg, "run"), stdout=subprocess.DEVNULL, stderr=err, text=True, env=ENV
-        )
+        argv = [*prefix, *iolens(cfg, "run")]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True, env=ENV)
         try:
             # the first tick's scheduled jobs come after the first pass over the drop
             first_tick = "peer comparison waits for thresholds"
