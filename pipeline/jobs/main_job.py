@@ -222,7 +222,13 @@ class MainJob:
             self.pump(t)
 
     def finish(self) -> RunSummary:
-        """Flush, compute every dirty interval, flush again; returns the summary."""
+        """Flush, compute every dirty interval, flush again; returns the summary.
+
+        Raises:
+            ConfigError: the state directory (or a database in it) went away meanwhile: what
+                was delivered is not recorded (:meth:`StateWatch.check
+                <pipeline.jobs.state_lock.StateWatch.check>`).
+        """
         self.reader.idle(final=True)
         self.health.ship_rates()
         self.sink.flush()
@@ -231,6 +237,7 @@ class MainJob:
         self.files.unidentified.clear()
         self.jobs.finish(self.summary, self.sink.flush)
         self.sink.queue.producer_idle(True)
+        self._watch.check()
         return self.snapshot()
 
     def run_once(self, extra: Sequence[tuple[Path, DropSettings | None]] = ()) -> RunSummary:

@@ -23,6 +23,9 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.cli.main import main
+from pipeline.errors import ConfigError
+from pipeline.jobs.main_job import MainJob
+from pipeline.settings import load_settings
 from pipeline.sink.embedded import EmbeddedServer, free_port
 from pipeline.sink.search import refresh
 
@@ -560,6 +563,32 @@ def test_a_state_directory_removed_during_an_outage_stops_the_run_and_loses_noth
     )
     assert done.returncode == 0, done.stderr
     assert got == base.expected  # every document once: the spooled ones read again
+
+
+def test_a_state_directory_removed_during_a_one_shot_run_is_an_error_naming_it(
+    base: Base, tmp_path: Path, client: Elasticsearch
+) -> None:
+    """Removed after the job opened its files and before it read the drop: the run delivers
+    what it reads (each document once), then says that nothing of it was recorded."""
+    state, cfg = copy_state(base, tmp_path)
+    (state / "registry.sqlite").unlink()  # so that every file is read (all already there)
+    settings = load_settings(cfg)
+    with pytest.raises(ConfigError) as caught, MainJob(settings, client) as job:
+        shutil.rmtree(state)
+        job.run_once()
+
+    assert str(caught.value) == (
+        f"state directory {state} was removed while iolens was running: the registry, spool "
+        "and dead letters it held are gone, so what is read can no longer be recorded. iolens "
+        "stops; start it again to begin a new state directory there (the files are read again "
+        "from their start; documents the cluster already holds are counted as already there, "
+        "not indexed twice)"
+    )
+    counts = job.snapshot().docs
+    for stream, want in base.expected.items():
+        index = f"{stream}-{base.ns}"
+        assert (counts[index]["indexed"], counts[index]["duplicate"]) == (0, len(want)), stream
+    assert_no_duplicates(client, base)
 
 
 def test_a_state_directory_removed_before_start_is_made_again_and_every_file_read_once(
