@@ -16,6 +16,7 @@ module wires them together and runs the loop.
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import threading
@@ -60,7 +61,11 @@ class MainJob:
     Args:
         settings: the configuration.
         client: Client client (already pointed at the cluster or embedded server).
-        clock: wall-clock seconds.
+        clock: wall-clock seconds, for timestamps (``event.created``, the pipeline's own
+            metrics) and what is kept across runs.
+        monotonic: monotonic seconds, for every wait and period (the jobs' tick, how long
+            intervals and files have been quiet), so a stepped wall clock neither stalls nor
+            hurries them.
         install_templates: install (idempotently) the index templates first, as ``iolens setup``
             does; what the cluster lacks is said once per cluster and state directory
             (:func:`~pipeline.sink.notices.announce`).
@@ -75,6 +80,7 @@ class MainJob:
         client: Client,
         *,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         install_templates: bool = True,
         redeliver: bool = False,
     ) -> None:
@@ -86,8 +92,9 @@ class MainJob:
             announce(caps.messages, self.cluster, state, clock=clock)
             install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
+        self.monotonic = monotonic
         self.registry = open_registry(state / "registry.sqlite", cluster=self.cluster)
-        self.dirty = open_dirty_intervals(state / "jobs.sqlite", clock=clock)
+        self.dirty = open_dirty_intervals(state / "jobs.sqlite", clock=clock, monotonic=monotonic)
         self._watch = StateWatch(state, self._lock, [self.registry.path, self.dirty.path])
         self._told_elsewhere = False
         if self.cluster is None:
@@ -102,6 +109,7 @@ class MainJob:
         self.shipping = ShipContext(
             settings, state, host, clock, self._darshan_evidence, self.registry, self.ctx
         )
+        self.shipping.monotonic = monotonic
         self.files = FileSet(settings, self.registry, build_shippers(self.shipping))
         self.delivery = Delivery(self.registry, self.files.find)
         self.sink = self._sink(client, settings, state)
@@ -110,7 +118,7 @@ class MainJob:
             self.sink, settings.service_rate, state, self.ctx, host, clock, self._files_read
         )
         self.jobs = ScheduledJobs(
-            settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock
+            settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock, monotonic
         )
         self.reader = self._reader()
         self.sink.stop = self.reader.stopping
@@ -229,12 +237,11 @@ class MainJob:
                 was delivered is not recorded (:meth:`StateWatch.check
                 <pipeline.jobs.state_lock.StateWatch.check>`).
         """
+        self._read_waiting()
         self.reader.idle(final=True)
         self.health.ship_rates()
         self.sink.flush()
-        for p in sorted(self.files.unidentified):
-            log.warning("%s has no complete first line yet; it was not read", p)
-        self.files.unidentified.clear()
+        self._tell_not_read()
         self.jobs.finish(self.summary, self.sink.flush)
         self.sink.queue.producer_idle(True)
         self._watch.check()
@@ -268,12 +275,12 @@ class MainJob:
             w.start()
         try:
             self.ingest(self.files.drop_files())
-            next_tick = self.clock()
+            next_tick = self.monotonic()
             while not stop.is_set():
                 self._step(watchers, drops)
-                if self.clock() >= next_tick:
+                if self.monotonic() >= next_tick:
                     self._tick()
-                    next_tick = self.clock() + self.settings.jobs.tick_s
+                    next_tick = self.monotonic() + self.settings.jobs.tick_s
         finally:
             for w in watchers:
                 w.stop()
@@ -290,11 +297,31 @@ class MainJob:
         self.sink.queue.producer_idle(False)
         self._handle(events, drops)
         self._tell_elsewhere()
+        self._read_waiting()
+        self.sink.maybe_flush()
+
+    def _read_waiting(self) -> None:
+        """Try again the paths that could not be identified before (no complete first line,
+        unreadable, or a file that replaced one being read), and read those that can be now."""
         for p, drop in list(self.files.unidentified.items()):
             tail = self.discover(Path(p), drop)
             if tail is not None:
                 self.pump(tail)
-        self.sink.maybe_flush()
+
+    def _tell_not_read(self) -> None:
+        """At the end of a run: name the files that could not be read, and those with no
+        complete first line yet; the next run tries them again."""
+        failing = self.files.unreadable.failing
+        for p in sorted(failing):
+            log.warning(
+                "%s could not be read in this run (%s): it was not read to its end; the next "
+                "run tries it again from where it was read to",
+                p,
+                errno.errorcode.get(failing[p], str(failing[p])),
+            )
+        for p in sorted(set(self.files.unidentified) - set(failing)):
+            log.warning("%s has no complete first line yet; it was not read", p)
+        self.files.unidentified.clear()
 
     def _tick(self) -> None:
         """Every ``jobs.tick_s``: the state directory still there (or a ConfigError), files
