@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from pipeline.sink.cluster_id import cluster_id
 from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.notices import said
 from pipeline.sink.spool import Spool
+from pipeline.state_files import is_damage
 
 
 def add_parser(sub: Subparsers, name: str) -> None:
@@ -79,21 +81,41 @@ def print_local(console: Console, state: Path) -> None:
     table.add_column("path", overflow="fold")
     for col in ("offset", "lines", "generation"):
         table.add_column(col, justify="right")
-    if (state / "registry.sqlite").exists():
-        reg = Registry(state / "registry.sqlite")
-        for st in reg.all():
-            table.add_row(st.path, str(st.offset), str(st.line_no), str(st.generation))
-        reg.close()
+    path, problem = state / "registry.sqlite", ""
+    try:
+        if path.exists():
+            reg = Registry(path)
+            for st in reg.all():
+                table.add_row(st.path, str(st.offset), str(st.line_no), str(st.generation))
+            reg.close()
+    except sqlite3.Error as err:
+        problem = unreadable(path, err)
     console.print(table)
+    if problem:
+        console.print(problem, highlight=False)
     spool = Spool(state / "spool")
     dead = DeadLetters(state / "deadletter")
     console.print(f"spool: {spool.pending()} documents waiting for the cluster")
     counts = dead.count()
     console.print("dead letters: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    if (state / "jobs.sqlite").exists():
-        dirty = DirtyIntervals(state / "jobs.sqlite")
-        console.print(f"intervals waiting for merged percentiles: {dirty.count()}")
-        dirty.close()
+    path = state / "jobs.sqlite"
+    try:
+        if path.exists():
+            dirty = DirtyIntervals(path)
+            console.print(f"intervals waiting for merged percentiles: {dirty.count()}")
+            dirty.close()
+    except sqlite3.Error as err:
+        console.print(unreadable(path, err), highlight=False)
+
+
+def unreadable(path: Path, err: sqlite3.Error) -> str:
+    """What ``status`` says of the registry or jobs file ``path`` it cannot read."""
+    if is_damage(err):
+        return (
+            f"{path} is damaged ({err}): the next iolens run or ingest moves it aside and "
+            "starts a new one"
+        )
+    return f"{path} cannot be read ({err})"
 
 
 def print_cluster(console: Console, es: ElasticsearchSettings, state: Path) -> None:

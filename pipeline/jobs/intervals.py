@@ -19,11 +19,17 @@ interval twice nor hold it back for hours:
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from pipeline.errors import ConfigError
+from pipeline.state_files import open_checked, open_or_set_aside
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS dirty_intervals (
@@ -36,14 +42,28 @@ CREATE TABLE IF NOT EXISTS dirty_intervals (
 """
 
 
+def _setup(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute(_SCHEMA)
+    columns = {row[1] for row in db.execute("PRAGMA table_info(dirty_intervals)")}
+    if "seq" not in columns:  # a list written before touches were numbered
+        db.execute("ALTER TABLE dirty_intervals ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
+
+
 class DirtyIntervals:
     """Intervals touched by acknowledged histogram documents, with the last touch time.
 
     Args:
-        path: the SQLite file.
+        path: the SQLite file (kept as :attr:`path`).
         clock: wall-clock seconds (``time.time``), stored with each touch for the next process.
         monotonic: monotonic seconds (``time.monotonic``), for how long an interval touched by
             this process has been quiet.
+
+    Raises:
+        sqlite3.Error: the file cannot be opened; damaged
+            (:func:`pipeline.state_files.is_damage`) when its content is
+            (:func:`open_dirty_intervals` moves it aside).
     """
 
     def __init__(
@@ -54,17 +74,10 @@ class DirtyIntervals:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._clock, self._monotonic = clock, monotonic
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(_SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(dirty_intervals)")}
-        if "seq" not in columns:  # a list written before touches were numbered
-            self._db.execute(
-                "ALTER TABLE dirty_intervals ADD COLUMN seq INTEGER NOT NULL DEFAULT 0"
-            )
+        self._db = open_checked(path, _setup)
         row = self._db.execute("SELECT MAX(seq) FROM dirty_intervals").fetchone()
         self._seq = int(row[0] or 0)
         self._quiet_since: dict[tuple[int, int], float] = {}
@@ -145,3 +158,43 @@ class DirtyIntervals:
         """Close the database."""
         with self._lock:
             self._db.close()
+
+
+def open_dirty_intervals(
+    path: Path,
+    *,
+    clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> DirtyIntervals:
+    """Open ``<state_dir>/jobs.sqlite`` (as :class:`DirtyIntervals`, with ``clock`` and
+    ``monotonic``); a damaged one is moved
+    aside (:func:`pipeline.state_files.move_aside`) and a new one started, with a warning
+    naming both files and what was lost: the intervals whose merged percentiles were still
+    due. They are computed again when new histograms arrive for them, or when the files are
+    read again (the registry moved aside too: nothing is indexed twice).
+
+    Raises:
+        ConfigError: the file cannot be opened for another reason (a read-only or removed
+            state directory), naming it and what to do.
+    """
+    try:
+        dirty, damaged = open_or_set_aside(
+            path, lambda: DirtyIntervals(path, clock=clock, monotonic=monotonic), clock
+        )
+    except (OSError, sqlite3.Error) as err:
+        raise ConfigError(
+            f"{path} cannot be opened ({err}): make the state directory {path.parent} "
+            "writable (remount it read-write, fix its owner or mode) or pass another --state-dir"
+        ) from None
+    if damaged is not None:
+        log.warning(
+            "%s is damaged (%s): moved it aside to %s and started a new one. Merged "
+            "percentiles (metrics-fio.latency) still due for intervals it listed are computed "
+            "only when new histograms arrive for them; to compute them all again, stop iolens "
+            "and move %s aside too (the files are read again, nothing is indexed twice)",
+            path,
+            damaged.reason,
+            damaged.aside,
+            path.with_name("registry.sqlite"),
+        )
+    return dirty

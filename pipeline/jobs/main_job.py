@@ -29,18 +29,18 @@ from pipeline.delivery.commit import Delivery, sort_acknowledged
 from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.fio_latency import JOB_KEY
 from pipeline.jobs.health import Health
-from pipeline.jobs.intervals import DirtyIntervals
+from pipeline.jobs.intervals import open_dirty_intervals
 from pipeline.jobs.pump import Pump
 from pipeline.jobs.scheduled import ScheduledJobs
-from pipeline.jobs.state_lock import lock_state_dir
+from pipeline.jobs.state_lock import StateWatch, lock_state_dir
 from pipeline.jobs.summary import RunSummary
 from pipeline.records import Document
 from pipeline.reducers.darshan_job import JobAnalysis
-from pipeline.settings import DropSettings, Settings
+from pipeline.settings import ConfigError, DropSettings, Settings
 from pipeline.shippers.discovery import FileSet
 from pipeline.shippers.formats import build_shippers
 from pipeline.shippers.formats.base import ShipContext, Tail
-from pipeline.shippers.registry import Registry
+from pipeline.shippers.registry_open import open_registry
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
@@ -85,7 +85,6 @@ class MainJob:
         redeliver: bool = False,
     ) -> None:
         state = Path(settings.state_dir)
-        state.mkdir(parents=True, exist_ok=True)
         self._lock = lock_state_dir(state)
         self.cluster = cluster_id(client)
         if install_templates:
@@ -94,7 +93,9 @@ class MainJob:
             install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
         self.monotonic = monotonic
-        self.registry = Registry(state / "registry.sqlite", cluster=self.cluster)
+        self.registry = open_registry(state / "registry.sqlite", cluster=self.cluster)
+        self.dirty = open_dirty_intervals(state / "jobs.sqlite", clock=clock, monotonic=monotonic)
+        self._watch = StateWatch(state, self._lock, [self.registry.path, self.dirty.path])
         self._told_elsewhere = False
         if self.cluster is None:
             log.info(
@@ -116,7 +117,6 @@ class MainJob:
         self.health = Health(
             self.sink, settings.service_rate, state, self.ctx, host, clock, self._files_read
         )
-        self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock, monotonic=monotonic)
         self.jobs = ScheduledJobs(
             settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock, monotonic
         )
@@ -230,7 +230,13 @@ class MainJob:
             self.pump(t)
 
     def finish(self) -> RunSummary:
-        """Flush, compute every dirty interval, flush again; returns the summary."""
+        """Flush, compute every dirty interval, flush again; returns the summary.
+
+        Raises:
+            ConfigError: the state directory (or a database in it) went away meanwhile: what
+                was delivered is not recorded (:meth:`StateWatch.check
+                <pipeline.jobs.state_lock.StateWatch.check>`).
+        """
         self._read_waiting()
         self.reader.idle(final=True)
         self.health.ship_rates()
@@ -238,6 +244,7 @@ class MainJob:
         self._tell_not_read()
         self.jobs.finish(self.summary, self.sink.flush)
         self.sink.queue.producer_idle(True)
+        self._watch.check()
         return self.snapshot()
 
     def run_once(self, extra: Sequence[tuple[Path, DropSettings | None]] = ()) -> RunSummary:
@@ -317,8 +324,9 @@ class MainJob:
         self.files.unidentified.clear()
 
     def _tick(self) -> None:
-        """Every ``jobs.tick_s``: files not read to their end, quiet files, the pipeline's
-        metrics and the scheduled jobs."""
+        """Every ``jobs.tick_s``: the state directory still there (or a ConfigError), files
+        not read to their end, quiet files, the pipeline's metrics and the scheduled jobs."""
+        self._watch.check()
         for tail in list(self.files.tails.values()):
             if not tail.exhausted:
                 self.pump(tail)
@@ -352,7 +360,25 @@ class MainJob:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        """Close; when the state directory (or a database in it) went away while the job ran,
+        the failure that caused (a spool segment gone) is reported as that instead.
+
+        Raises:
+            ConfigError: the state directory or a database in it went away, naming it.
+        """
+        try:
+            self.close()
+        except Exception:
+            self._blame_state()
+            raise
+        if isinstance(exc[1], Exception) and not isinstance(exc[1], ConfigError):
+            self._blame_state()
+
+    def _blame_state(self) -> None:
+        """Raise the state directory's :class:`ConfigError` if a file of it went away."""
+        gone = self._watch.gone()
+        if gone is not None:
+            raise gone from None
 
     def close(self) -> None:
         """Flush and release the registry and job state (also on leaving a ``with`` block)."""

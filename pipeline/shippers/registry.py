@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.state_files import open_checked
+
 log = logging.getLogger(__name__)
 
 REGISTRY_FILE = "registry.sqlite"
@@ -137,7 +139,9 @@ class Registry:
     new columns are NULL in its rows).
 
     Raises:
-        sqlite3.Error: the database cannot be opened or is not a registry.
+        sqlite3.Error: the database cannot be opened or is not a registry; damaged
+            (:func:`pipeline.state_files.is_damage`) when SQLite or ``PRAGMA quick_check``
+            finds its content damaged (:func:`open_registry` moves it aside).
     """
 
     def __init__(
@@ -152,10 +156,14 @@ class Registry:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(_SCHEMA)
+        self._db = open_checked(self.path, self._setup)
+
+    def _setup(self, db: sqlite3.Connection) -> None:
+        """WAL, full sync, the table and its newer columns (before the file is checked)."""
+        self._db = db
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute(_SCHEMA)
         self._migrate()
 
     def _migrate(self) -> None:
