@@ -44,9 +44,11 @@ from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
 from pipeline.sink.cluster_id import cluster_id
+from pipeline.sink.disk import DiskWatch, is_disk_full
 from pipeline.sink.documents import DocContext
 from pipeline.sink.notices import announce
 from pipeline.sink.sender import AsyncSink
+from pipeline.sink.spool_first import deliver_spool_first
 from pipeline.sink.templates import install, load_templates
 
 __all__ = ["MainJob", "RunSummary", "Tail", "lock_state_dir"]
@@ -81,12 +83,14 @@ class MainJob:
         state = Path(settings.state_dir)
         state.mkdir(parents=True, exist_ok=True)
         self._lock = lock_state_dir(state)
+        self.disk = DiskWatch(state)
         self.cluster = cluster_id(client)
         if install_templates:
             caps = detect(client)
-            announce(caps.messages, self.cluster, state, clock=clock)
+            self._announce(caps.messages, state, clock)
             install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
+        deliver_spool_first(client.options(max_retries=0), settings.sink, state, self.disk)
         self.registry = Registry(state / "registry.sqlite", cluster=self.cluster)
         self._told_elsewhere = False
         if self.cluster is None:
@@ -102,13 +106,13 @@ class MainJob:
             settings, state, host, clock, self._darshan_evidence, self.registry, self.ctx
         )
         self.files = FileSet(settings, self.registry, build_shippers(self.shipping))
-        self.delivery = Delivery(self.registry, self.files.find)
+        self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock)
+        self.delivery = Delivery(self.registry, self.files.find, self.dirty.touch, self.disk)
         self.sink = self._sink(client, settings, state)
         self.summary = RunSummary()
         self.health = Health(
             self.sink, settings.service_rate, state, self.ctx, host, clock, self._files_read
         )
-        self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock)
         self.jobs = ScheduledJobs(
             settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock
         )
@@ -123,7 +127,17 @@ class MainJob:
             state,
             on_ack=self._on_ack,
             target_bulk_s=settings.service_rate.target_bulk_s,
+            disk=self.disk,
         )
+
+    def _announce(self, messages: Sequence[str], state: Path, clock: Callable[[], float]) -> None:
+        """Say what the cluster lacks (once); a full disk only means saying it again later."""
+        try:
+            announce(messages, self.cluster, state, clock=clock)
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            log.debug("notices not kept (the state directory's disk is full): %s", err)
 
     def _redeliver(self) -> None:
         """``--redeliver``: forget what went to other clusters (read again into this one)."""
@@ -194,9 +208,7 @@ class MainJob:
         keys = self.delivery.ack_lines(acked.file_refs)
         if acked.job_refs:
             self.jobs.latency.acknowledged(list(acked.job_refs))
-        self.dirty.touch(acked.intervals)
-        for key in keys:
-            self.delivery.commit(key)
+        self.delivery.acknowledged(acked.intervals, keys)
 
     def discover(self, path: Path, drop: DropSettings | None) -> Tail | None:
         """Start (or resume) tailing ``path`` (see :meth:`FileSet.discover`)."""
@@ -292,6 +304,8 @@ class MainJob:
     def _tick(self) -> None:
         """Every ``jobs.tick_s``: files not read to their end, quiet files, the pipeline's
         metrics and the scheduled jobs."""
+        if self.delivery.waiting():
+            self.delivery.retry()  # commits a full disk held back
         for tail in list(self.files.tails.values()):
             if not tail.exhausted:
                 self.pump(tail)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from pathlib import Path
@@ -30,6 +31,6 @@ def lock_state_dir(state: Path) -> IO[str]:
         ) from None
     fh.seek(0)
     fh.truncate()
-    fh.write(f"{os.getpid()}\n")
-    fh.flush()
+    with contextlib.suppress(OSError):  # a full disk: the lock holds, its pid is not shown
+        os.write(fh.fileno(), f"{os.getpid()}\n".encode())
     return fh
