@@ -23,20 +23,22 @@ SAMPLE = ROOT / "tests" / "data" / "fio" / "samples" / "node01"
 HISTOGRAMS = "metrics-fio.histogram"
 
 
-def build_drop(drop: Path, hosts: int) -> int:
-    """Copy the sample logs into ``drop/fio/node01 .. nodeNN``.
+def build_drop(drop: Path, hosts: int, first: int = 1) -> int:
+    """Copy the sample logs into ``drop/fio/nodeNNN`` for ``hosts`` hosts from number ``first``
+    (each log written to a hidden name, then renamed: it appears whole).
 
     Returns:
-        The histogram documents the drop must yield (its data lines).
+        The histogram documents these hosts' logs must yield (their data lines).
     """
     lines = 0
     for log in sorted(SAMPLE.glob("*.log")):
         lines += sum(1 for line in log.read_bytes().splitlines() if line.strip())
-    for n in range(1, hosts + 1):
+    for n in range(first, first + hosts):
         host = drop / "fio" / f"node{n:03d}"
         host.mkdir(parents=True)
         for log in sorted(SAMPLE.glob("*.log")):
-            shutil.copyfile(log, host / log.name)
+            shutil.copyfile(log, host / f".{log.name}")
+            (host / f".{log.name}").rename(host / log.name)
     return lines * hosts
 
 

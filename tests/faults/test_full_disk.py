@@ -38,12 +38,16 @@ pytestmark = [pytest.mark.faults, pytest.mark.integration]
 MIB = 1 << 20
 HOSTS = 10
 """Hosts of fio logs in the drop: their documents fill the 1 MiB state directory 3.5 times."""
+BEFORE = 2
+"""Hosts whose logs are there when ``iolens run`` starts; the others' logs are written while
+the cluster is away (so the disk fills however fast the first ones are read)."""
 OUTAGE_S = 40.0
 """How long the cluster is away (the acceptance case)."""
 START_S = 2.0
 """Seconds into ``iolens run`` the cluster stops."""
-SINK = {"chunk_max_docs": 50, "queue_docs": 200}
-"""Small bulk requests: the spool fills segment by segment before the disk is full."""
+SINK = {"chunk_max_docs": 50, "queue_docs": 200, "backoff_max_s": 1.0}
+"""Small bulk requests (the spool fills segment by segment before the disk is full), and the
+spool tried again at least every second (the cluster is found soon after it is back)."""
 FULL = "the state directory's disk is full"
 ROOM = "has room again"
 DEADLINE_S = 240.0
@@ -140,7 +144,7 @@ def test_iolens_run_waits_on_a_full_disk_and_delivers_once(
 ) -> None:
     state = tmpfs("state", MIB)
     drop, cfg, err_path = tmp_path / "drop", tmp_path / "run.yaml", tmp_path / "stderr.txt"
-    expected = build_drop(drop, HOSTS)
+    expected = build_drop(drop, BEFORE)
     server = EmbeddedServer(tmp_path / "noida", free_port())
     server.start(timeout_s=30.0)
     ns = f"disk{uuid.uuid4().hex[:6]}"
@@ -153,6 +157,7 @@ def test_iolens_run_waits_on_a_full_disk_and_delivers_once(
         time.sleep(START_S)  # the fault's schedule: the cluster stops 2 s into the run
         server.stop()
         stopped = time.monotonic()
+        expected += build_drop(drop, HOSTS - BEFORE, BEFORE + 1)  # written during the outage
         wait_for("the disk to fill", lambda: FULL in err_path.read_text(), proc)
         assert (free_bytes(state) or 0) < 512 << 10  # the spool took the disk
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))
