@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from pipeline.sink.capabilities import detect
 from pipeline.sink.client import make_client, ping_url
 from pipeline.sink.cluster_id import cluster_id
 from pipeline.sink.deadletter import DeadLetters
+from pipeline.sink.disk import RESERVE_BYTES, free_bytes, too_full_to_open
 from pipeline.sink.notices import said
 from pipeline.sink.spool import Spool
 
@@ -80,20 +82,53 @@ def print_local(console: Console, state: Path) -> None:
     for col in ("offset", "lines", "generation"):
         table.add_column(col, justify="right")
     if (state / "registry.sqlite").exists():
-        reg = Registry(state / "registry.sqlite")
-        for st in reg.all():
-            table.add_row(st.path, str(st.offset), str(st.line_no), str(st.generation))
-        reg.close()
+        try:
+            reg = Registry(state / "registry.sqlite")
+        except sqlite3.OperationalError as err:
+            table.caption = f"cannot be read now: {err}{_why(err, state)}"
+        else:
+            for st in reg.all():
+                table.add_row(st.path, str(st.offset), str(st.line_no), str(st.generation))
+            reg.close()
     console.print(table)
+    console.print(disk_line(state))
     spool = Spool(state / "spool")
     dead = DeadLetters(state / "deadletter")
     console.print(f"spool: {spool.pending()} documents waiting for the cluster")
     counts = dead.count()
     console.print("dead letters: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     if (state / "jobs.sqlite").exists():
-        dirty = DirtyIntervals(state / "jobs.sqlite")
+        try:
+            dirty = DirtyIntervals(state / "jobs.sqlite")
+        except sqlite3.OperationalError as err:
+            console.print(
+                f"intervals waiting for merged percentiles: unknown ({err}{_why(err, state)})"
+            )
+            return
         console.print(f"intervals waiting for merged percentiles: {dirty.count()}")
         dirty.close()
+
+
+def _why(err: sqlite3.OperationalError, state: Path) -> str:
+    """``"; the state directory's disk is full"`` when that is why a state database of ``state``
+    cannot be opened; else nothing."""
+    return (
+        "; the state directory's disk is full" if too_full_to_open(err, free_bytes(state)) else ""
+    )
+
+
+def disk_line(state: Path) -> str:
+    """The free bytes of the state directory's file system, and whether that is full (less
+    free than the spool leaves for the state databases: reading waits)."""
+    free = free_bytes(state)
+    line = f"state directory {state}: {'unknown' if free is None else free} bytes free"
+    if free is not None and free < RESERVE_BYTES:
+        line += (
+            f", full (less than the {RESERVE_BYTES} bytes kept for the state databases): "
+            "iolens run reads no new input until the spool is delivered; free space there or "
+            "move state_dir to a larger file system"
+        )
+    return line
 
 
 def print_cluster(console: Console, es: ElasticsearchSettings, state: Path) -> None:

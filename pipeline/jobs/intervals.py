@@ -42,10 +42,14 @@ class DirtyIntervals:
         self._clock = clock
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
-        self._db.execute(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+            self._db.execute(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
 
     def touch(self, items: Iterable[tuple[int, int]]) -> None:
         """Mark ``(interval_ms, start_ms)`` pairs dirty now (one transaction).

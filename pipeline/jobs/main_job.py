@@ -16,6 +16,7 @@ module wires them together and runs the loop.
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import threading
@@ -44,7 +45,7 @@ from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
 from pipeline.sink.cluster_id import cluster_id
-from pipeline.sink.disk import DiskWatch, is_disk_full
+from pipeline.sink.disk import DiskWatch, is_disk_full, open_when_room
 from pipeline.sink.documents import DocContext
 from pipeline.sink.notices import announce
 from pipeline.sink.sender import AsyncSink
@@ -90,8 +91,13 @@ class MainJob:
             self._announce(caps.messages, state, clock)
             install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
-        deliver_spool_first(client.options(max_retries=0), settings.sink, state, self.disk)
-        self.registry = Registry(state / "registry.sqlite", cluster=self.cluster)
+        bare = client.options(max_retries=0)
+        room = functools.partial(deliver_spool_first, bare, settings.sink, state, self.disk)
+        room()  # the spool first: delivered, it frees room for the rest
+        reg = state / "registry.sqlite"
+        self.registry = open_when_room(
+            lambda: Registry(reg, cluster=self.cluster), reg, self.disk, room
+        )
         self._told_elsewhere = False
         if self.cluster is None:
             log.info(
@@ -106,7 +112,10 @@ class MainJob:
             settings, state, host, clock, self._darshan_evidence, self.registry, self.ctx
         )
         self.files = FileSet(settings, self.registry, build_shippers(self.shipping))
-        self.dirty = DirtyIntervals(state / "jobs.sqlite", clock=clock)
+        jobs_db = state / "jobs.sqlite"
+        self.dirty = open_when_room(
+            lambda: DirtyIntervals(jobs_db, clock=clock), jobs_db, self.disk, room
+        )
         self.delivery = Delivery(self.registry, self.files.find, self.dirty.touch, self.disk)
         self.sink = self._sink(client, settings, state)
         self.summary = RunSummary()

@@ -160,11 +160,15 @@ class Registry:
         self._clock = clock
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
-        self._db.execute(_SCHEMA)
-        self._migrate()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+            self._db.execute(_SCHEMA)
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
 
     def _migrate(self) -> None:
         """Add the columns an older registry lacks (another process may be doing the same)."""

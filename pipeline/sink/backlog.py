@@ -152,12 +152,16 @@ class Backlog:
         """Drop the held documents unacknowledged, with an error (at close: they are read again
         from their files next time) and counted as ``unsent``."""
         if self._held:
+            why = (
+                f"the disk of the state directory {self.disk.root} is full"
+                if self.disk.is_full()
+                else f"the spool is full, sink.spool_max_bytes = {self._settings.spool_max_bytes}"
+            )
             log.error(
-                "%s documents were neither delivered nor spooled (the spool is full, "
-                "sink.spool_max_bytes = %s): they were not acknowledged, so they are "
-                "read again from their files on the next run",
+                "%s documents were neither delivered nor spooled (%s): they were not "
+                "acknowledged, so they are read again from their files on the next run",
                 len(self._held),
-                self._settings.spool_max_bytes,
+                why,
             )
             self._counts.add(self._held, "unsent")
             self._held = []

@@ -21,15 +21,19 @@ The spool is delivered as soon as the cluster answers, which frees the space.
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 RESERVE_BYTES = 256 << 10
 """Bytes of the state directory's file system the spool leaves free for the registry, the jobs'
@@ -49,6 +53,52 @@ def is_disk_full(err: BaseException) -> bool:
         code = getattr(err, "sqlite_errorcode", None)
         return code == sqlite3.SQLITE_FULL or "database or disk is full" in str(err)
     return False
+
+
+def too_full_to_open(err: BaseException, free: int | None) -> bool:
+    """Whether SQLite's ``err`` on opening a database comes from a full disk: SQLITE_FULL, or
+    an I/O error (making its ``-shm`` file) while less than :data:`RESERVE_BYTES` are
+    ``free``."""
+    if is_disk_full(err):
+        return True
+    if not isinstance(err, sqlite3.OperationalError) or free is None or free >= RESERVE_BYTES:
+        return False
+    code = getattr(err, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_IOERR
+
+
+def open_when_room(
+    open_db: Callable[[], T],
+    path: Path,
+    disk: DiskWatch,
+    make_room: Callable[[], object],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    delays_s: Sequence[float] = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0),
+) -> T:
+    """``open_db()`` (a state database at ``path``); while the disk is too full for it, say so
+    once (``disk``), wait (``delays_s``, the last repeated), ``make_room()`` (deliver the spool)
+    and try again.
+
+    Raises:
+        sqlite3.Error: the database cannot be opened for another reason.
+    """
+    for attempt in itertools.count():
+        try:
+            db = open_db()
+        except sqlite3.OperationalError as err:
+            if not too_full_to_open(err, disk.free()):
+                raise
+            waiting = (
+                "the start of the run (the spool is delivered first, when Elasticsearch answers)"
+            )
+            disk.full("open", path, waiting)
+            sleep(delays_s[min(attempt, len(delays_s) - 1)])
+            make_room()
+            continue
+        disk.ok("open")
+        return db
+    raise AssertionError("unreachable")
 
 
 def free_bytes(path: Path, statvfs: Statvfs = os.statvfs) -> int | None:

@@ -24,8 +24,9 @@ from elasticsearch import Elasticsearch
 from pipeline.jobs.main_job import MainJob
 from pipeline.records import Document, LineRef
 from pipeline.settings import SinkSettings, settings_from_mapping
+from pipeline.shippers.registry import Registry
 from pipeline.sink.bulk import BulkSink
-from pipeline.sink.disk import DiskWatch, free_bytes
+from pipeline.sink.disk import DiskWatch, free_bytes, open_when_room
 from pipeline.sink.embedded import EmbeddedServer, free_port
 from pipeline.sink.search import refresh
 from pipeline.sink.spool import Spool, SpoolDiskFull
@@ -200,16 +201,49 @@ def test_iolens_run_once_starts_on_a_full_state_directory(
     dead.close()
     assert away.unsent > 0  # left for the next run: the disk is full
     assert list((state / "spool").glob("seg-*.ndjson"))
-    with (state / "filler").open("wb", buffering=0) as fh:  # whatever room is left goes too
-        while True:
-            try:
-                fh.write(b"\0" * 4096)
-            except OSError:
-                break
+    fill(state / "filler")  # whatever room is left goes too
     assert free_bytes(state) == 0
     write_config(cfg, es_url, ns, drop, state, **SINK)
+    status = subprocess.run(iolens(cfg, "status"), capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    said = " ".join(status.stdout.split())  # rich wraps long lines
+    assert f"state directory {state}: 0 bytes free, full (less than the" in said
     done = subprocess.run(iolens(cfg, "run", "--once"), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     got = histogram_ids(client, ns, 4)
     assert len(got) == expected and len(set(got)) == expected
+
+
+def fill(path: Path) -> None:
+    """Write zeros to ``path`` until its file system has no room left."""
+    with path.open("wb", buffering=0) as fh:
+        while True:
+            try:
+                fh.write(b"\0" * 4096)
+            except OSError:
+                return
+
+
+def test_a_state_database_opens_once_the_full_disk_has_room(
+    tmpfs: Callable[[str, int], Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmpfs("state", MIB)
+    path = state / "registry.sqlite"
+    Registry(path).close()  # a registry closed cleanly: its -wal and -shm files are gone
+    fill(state / "filler")
+    tries: list[int] = []
+
+    def room() -> None:
+        tries.append(free_bytes(state) or 0)
+        (state / "filler").unlink()
+
+    reg = open_when_room(lambda: Registry(path), path, DiskWatch(state), room, sleep=tries.append)
+    try:
+        reg.upsert_new("k", "/drop/a.log")
+        assert [st.key for st in reg.all()] == ["k"]
+    finally:
+        reg.close()
+    assert tries == [0.5, 0]  # refused on a full disk, waited, made room, then opened
+    assert caplog.text.count(FULL) == 1 and caplog.text.count(ROOM) == 1
+    assert f"cannot write {path}" in caplog.text
