@@ -243,13 +243,9 @@ class ServiceMonitor:
             os.replace(tmp, path)
         except OSError as err:
             tmp.unlink(missing_ok=True)
-            # a full disk is said once by the sink; the rates are written again next time
-            log.log(
-                logging.DEBUG if is_disk_full(err) else logging.WARNING,
-                "cannot write %s: %s",
-                path,
-                err,
-            )
+            if not is_disk_full(err):
+                log.warning("cannot write %s: %s", path, err)
+            # else: a full disk is said once by the sink; the rates are written again next time
 
 
 def _estimated_row(st: StageState) -> dict[str, Any]:

@@ -39,6 +39,15 @@ RESERVE_BYTES = 256 << 10
 """Bytes of the state directory's file system the spool leaves free for the registry, the jobs'
 database, dead letters and notices (bytes)."""
 
+FULL_MESSAGE = (
+    "the state directory's disk is full: cannot write %s (%s bytes free on the file system of "
+    "%s); %s wait and reading new input waits until there is room (nothing is dropped; what "
+    "is spooled is delivered when Elasticsearch answers, which frees space). iolens tries "
+    "again by itself; to go on sooner, free space there or move state_dir to a larger file "
+    "system"
+)
+"""Said once when the state directory's disk fills (path, free bytes, directory, what waits)."""
+
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 Statvfs = Callable[[Path], os.statvfs_result]
@@ -157,18 +166,11 @@ class DiskWatch:
             self._waiting[what] = waiting
             if first:
                 self._since = self._clock()
-        log.log(
-            logging.ERROR if first else logging.DEBUG,
-            "the state directory's disk is full: cannot write %s (%s bytes free on the file "
-            "system of %s); %s wait and reading new input waits until there is room (nothing "
-            "is dropped; what is spooled is delivered when Elasticsearch answers, which frees "
-            "space). iolens tries again by itself; to go on sooner, free space there or move "
-            "state_dir to a larger file system",
-            path,
-            "unknown" if free is None else free,
-            self.root,
-            waiting,
-        )
+        args = (path, "unknown" if free is None else free, self.root, waiting)
+        if first:
+            log.error(FULL_MESSAGE, *args)
+        else:
+            log.debug(FULL_MESSAGE, *args)
 
     def ok(self, what: str) -> None:
         """The writes of ``what`` go through again; when nothing waits any more, say once that
