@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "faults"))
 
 from elasticsearch import Elasticsearch  # noqa: E402
-from full_disk_drop import build_drop, histogram_ids, iolens, write_config  # noqa: E402
+from full_disk_drop import build_drop, histogram_count, histogram_ids, iolens, write_config  # noqa: E402
 
 from pipeline.sink.disk import free_bytes  # noqa: E402
 from pipeline.sink.embedded import EmbeddedServer, free_port  # noqa: E402
@@ -55,7 +55,7 @@ def wait_for(
             sys.exit(f"iolens run exited ({proc.returncode}) while waiting for {what}")
         if time.monotonic() > end:
             sys.exit(f"gave up waiting for {what}")
-        time.sleep(0.5)
+        time.sleep(2.0)
 
 
 def run(work: Path, hosts: int, outage_s: float, start_s: float) -> int:
@@ -76,7 +76,8 @@ def run(work: Path, hosts: int, outage_s: float, start_s: float) -> int:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         t0 = time.monotonic()
         with err_path.open("wb") as err:
-            proc = subprocess.Popen(iolens(cfg, "run"), stderr=err, env=env, cwd=ROOT)
+            out = subprocess.DEVNULL
+            proc = subprocess.Popen(iolens(cfg, "run"), stdout=out, stderr=err, env=env, cwd=ROOT)
             time.sleep(start_s)
             server.stop()
             wait_for("the disk to fill", lambda: FULL in err_path.read_text(), proc, 600)
@@ -86,7 +87,7 @@ def run(work: Path, hosts: int, outage_s: float, start_s: float) -> int:
             server.start(timeout_s=30.0)
             print(f"{time.monotonic() - t0:6.1f} s  cluster back; iolens run alive: {alive}")
             client = Elasticsearch(server.url, request_timeout=120)
-            done = lambda: len(histogram_ids(client, ns, hosts)) >= expected  # noqa: E731
+            done = lambda: histogram_count(client, ns) >= expected  # noqa: E731
             wait_for("every document", done, proc, 3600)
             print(f"{time.monotonic() - t0:6.1f} s  every document indexed")
             proc.send_signal(signal.SIGTERM)

@@ -111,7 +111,7 @@ class MainJob:
         self.shipping = ShipContext(
             settings, state, host, clock, self._darshan_evidence, self.registry, self.ctx
         )
-        self.files = FileSet(settings, self.registry, build_shippers(self.shipping))
+        self.files = FileSet(settings, self.registry, build_shippers(self.shipping), self.disk)
         jobs_db = state / "jobs.sqlite"
         self.dirty = open_when_room(
             lambda: DirtyIntervals(jobs_db, clock=clock), jobs_db, self.disk, room
@@ -248,7 +248,10 @@ class MainJob:
         self.health.ship_rates()
         self.sink.flush()
         for p in sorted(self.files.unidentified):
-            log.warning("%s has no complete first line yet; it was not read", p)
+            if p in self.files.unregistered:
+                log.warning("%s was not read: the state directory's disk is full", p)
+            else:
+                log.warning("%s has no complete first line yet; it was not read", p)
         self.files.unidentified.clear()
         self.jobs.finish(self.summary, self.sink.flush)
         self.sink.queue.producer_idle(True)

@@ -65,6 +65,16 @@ def iolens(config_path: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "pipeline.cli.main", "--config", str(config_path), *args]
 
 
+def histogram_count(client: Elasticsearch, ns: str) -> int:
+    """How many histogram documents namespace ``ns`` holds (0 before the first)."""
+    index = f"{HISTOGRAMS}-{ns}"
+    try:
+        refresh(client, index)
+        return int(client.count(index=index)["count"])
+    except NotFoundError:
+        return 0
+
+
 def histogram_ids(client: Elasticsearch, ns: str, hosts: int) -> list[str]:
     """The ids of every histogram document in namespace ``ns`` (sorted; duplicates kept),
     searched host by host (each host's documents fit one page)."""

@@ -26,13 +26,14 @@ from pipeline.records import Document, LineRef
 from pipeline.settings import SinkSettings, settings_from_mapping
 from pipeline.shippers.registry import Registry
 from pipeline.sink.bulk import BulkSink
+from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.disk import DiskWatch, free_bytes, open_when_room
 from pipeline.sink.embedded import EmbeddedServer, free_port
 from pipeline.sink.search import refresh
 from pipeline.sink.spool import Spool, SpoolDiskFull
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from full_disk_drop import build_drop, config, histogram_ids, iolens, write_config
+from full_disk_drop import build_drop, config, histogram_count, histogram_ids, iolens, write_config
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
@@ -165,7 +166,7 @@ def test_iolens_run_waits_on_a_full_disk_and_delivers_once(
         assert proc.poll() is None  # still running, reading waits
         server.start(timeout_s=30.0)  # back, same port and data
         wait_for("the disk to have room", lambda: ROOM in err_path.read_text(), proc)
-        wait_for("every document", lambda: len(histogram_ids(client, ns, HOSTS)) >= expected, proc)
+        wait_for("every document", lambda: histogram_count(client, ns) >= expected, proc)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 0
         log = err_path.read_text()
@@ -247,3 +248,36 @@ def test_a_state_database_opens_once_the_full_disk_has_room(
     assert tries == [0.5, 0]  # refused on a full disk, waited, made room, then opened
     assert caplog.text.count(FULL) == 1 and caplog.text.count(ROOM) == 1
     assert f"cannot write {path}" in caplog.text
+
+
+def test_a_bad_line_the_full_disk_cannot_keep_is_read_again_next_run(
+    tmp_path: Path,
+    tmpfs: Callable[[str, int], Path],
+    es_url: str,
+    client: Elasticsearch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = tmpfs("state", MIB)
+    drop = tmp_path / "drop"
+    expected = build_drop(drop, 1)
+    log = drop / "fio" / "node001" / "randrw_clat_hist.1.log"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:10]))
+    ns = f"diskbad{uuid.uuid4().hex[:6]}"
+    settings = settings_from_mapping(config(es_url, ns, drop, state, **SINK))
+    with MainJob(settings, client) as job:  # both logs registered, the first read to line 10
+        job.run_once()
+    with log.open("ab") as fh:  # then a bad line is written, and the rest
+        fh.write(b"".join([b"not, a, histogram\n", *lines[10:]]))
+    with MainJob(settings, client) as job:
+        fill(state / "filler")  # the disk fills while the run reads
+        second = job.run_once()
+    assert second.bad_lines == 1
+    assert caplog.text.count(FULL) == 1 and "Traceback" not in caplog.text
+    assert f"bad lines to keep (line 11 of {log} first)" in caplog.text
+    (state / "filler").unlink()
+    with MainJob(settings, client) as job:  # the bad line is read again, and kept
+        job.run_once()
+    assert [e.line_no for e in DeadLetters(state / "deadletter").iter_inputs()] == [11]
+    got = histogram_ids(client, ns, 1)
+    assert len(got) == len(set(got)) == expected  # each good line once
