@@ -228,6 +228,8 @@ class Spool:
         self._lock = threading.RLock()
         self._counts: dict[Path, int] = {}
         self._sizes: dict[Path, int] = {}
+        self._gone: dict[Path, set[str]] = {}
+        """Ids of documents delivered from a segment the full disk did not let be rewritten."""
         for seg in self._segments():
             self._counts[seg] = _count_lines(seg)
             self._sizes[seg] = seg.stat().st_size
@@ -311,13 +313,13 @@ class Spool:
         with self._lock:
             for seg in list(self._counts):
                 try:
-                    docs = _read_segment(seg)
+                    docs = self._unsent(seg)
                 except (ValueError, KeyError, TypeError) as err:
                     self._quarantine(seg, err)
                     continue
                 remaining = send(docs)
                 delivered += len(docs) - len(remaining)
-                if self._keep_rest(seg, len(docs), remaining):
+                if self._keep_rest(seg, docs, remaining):
                     break  # the cluster is evidently still in trouble
         if delivered:
             log.info("delivered %s spooled documents; %s still spooled", delivered, self.pending())
@@ -329,26 +331,43 @@ class Spool:
         log.error("spool segment %s is unreadable (%s); moved to %s", seg, err, bad)
         os.replace(seg, bad)
         del self._counts[seg], self._sizes[seg]
+        self._gone.pop(seg, None)
 
-    def _keep_rest(self, seg: Path, sent: int, remaining: list[Document]) -> bool:
-        """After ``sent`` documents of ``seg`` went out: delete it when none remain (False),
-        else rewrite it with the ``remaining`` ones (True: draining stops)."""
+    def _unsent(self, seg: Path) -> list[Document]:
+        """The documents of ``seg`` not delivered yet by this process.
+
+        Raises:
+            ValueError, KeyError, TypeError: the segment cannot be parsed.
+        """
+        gone = self._gone.get(seg, set())
+        return [d for d in _read_segment(seg) if d.doc_id not in gone]
+
+    def _keep_rest(self, seg: Path, sent: list[Document], remaining: list[Document]) -> bool:
+        """After the documents ``sent`` of ``seg`` went out: delete it when none remain
+        (False), else rewrite it with the ``remaining`` ones (True: draining stops). When the
+        disk has no room for the rewrite, the segment is kept as it is and the documents that
+        left it are remembered, so this process neither sends nor acknowledges them twice."""
         if not remaining:
             seg.unlink()
             fsync_dir(self.root)
             del self._counts[seg], self._sizes[seg]
+            self._gone.pop(seg, None)
             return False
-        if len(remaining) < sent:
+        if len(remaining) < len(sent):
             try:
                 write_atomically(seg, [compact_json(document_to_dict(d)) for d in remaining])
             except OSError as err:
                 if not is_disk_full(err):
                     raise
-                # kept whole: its delivered documents are sent again later, as 409s
                 log.debug("%s kept as it was: no room to rewrite it (%s)", seg, err)
-                return True
+                left = {d.doc_id for d in remaining}
+                self._gone.setdefault(seg, set()).update(
+                    d.doc_id for d in sent if d.doc_id not in left
+                )
+            else:
+                self._gone.pop(seg, None)
+                self._sizes[seg] = seg.stat().st_size
             self._counts[seg] = len(remaining)
-            self._sizes[seg] = seg.stat().st_size
         return True
 
     def iter_documents(self) -> Iterable[Document]:
@@ -356,7 +375,7 @@ class Spool:
         with self._lock:
             segments = list(self._counts)
         for seg in segments:
-            yield from _read_segment(seg)
+            yield from self._unsent(seg)
 
 
 def _seq(seg: Path) -> int:

@@ -281,3 +281,29 @@ def test_a_bad_line_the_full_disk_cannot_keep_is_read_again_next_run(
     assert [e.line_no for e in DeadLetters(state / "deadletter").iter_inputs()] == [11]
     got = histogram_ids(client, ns, 1)
     assert len(got) == len(set(got)) == expected  # each good line once
+
+
+def test_a_segment_the_full_disk_cannot_rewrite_is_not_sent_twice(
+    tmpfs: Callable[[str, int], Path],
+) -> None:
+    state = tmpfs("state", 256 << 10)
+    spool = Spool(state / "spool", reserve_bytes=0)
+    docs = [doc(i, "x") for i in range(40)]
+    spool.put(docs[:20])
+    spool.put(docs[20:])
+    fill(state / "filler")  # no room to rewrite a partly delivered segment
+    sent: list[str] = []
+
+    def half(batch: list[Document]) -> list[Document]:  # the cluster takes every other one
+        sent.extend(d.doc_id for d in batch[::2])
+        return batch[1::2]
+
+    def every(batch: list[Document]) -> list[Document]:
+        sent.extend(d.doc_id for d in batch)
+        return []
+
+    assert spool.drain(half) == 10
+    assert spool.pending() == 30
+    assert spool.drain(every) == 30
+    assert sorted(sent) == [d.doc_id for d in docs]  # each once
+    assert spool.pending() == 0 and not list((state / "spool").iterdir())
