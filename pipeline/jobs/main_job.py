@@ -249,7 +249,12 @@ class MainJob:
         self.sink.flush()
         for p in sorted(self.files.unidentified):
             if p in self.files.unregistered:
-                log.warning("%s was not read: the state directory's disk is full", p)
+                log.warning(
+                    "%s was not read: %s had no room for it (the state directory's disk is "
+                    "full); the next run reads it",
+                    p,
+                    self.registry.path,
+                )
             else:
                 log.warning("%s has no complete first line yet; it was not read", p)
         self.files.unidentified.clear()
