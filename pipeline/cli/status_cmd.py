@@ -118,15 +118,18 @@ def _why(err: sqlite3.OperationalError, state: Path) -> str:
 
 
 def disk_line(state: Path) -> str:
-    """The free bytes of the state directory's file system, and whether that is full (less
-    free than the spool leaves for the state databases: reading waits)."""
+    """The free bytes of the state directory's file system, and whether it is full: the spool
+    has no room for one more segment as large as those it holds (it leaves
+    :data:`~pipeline.sink.disk.RESERVE_BYTES` to the state databases), so reading waits."""
     free = free_bytes(state)
     line = f"state directory {state}: {'unknown' if free is None else free} bytes free"
-    if free is not None and free < RESERVE_BYTES:
+    segments = [p.stat().st_size for p in (state / "spool").glob("seg-*.ndjson")]
+    segment = sum(segments) // len(segments) if segments else 0
+    if free is not None and free < RESERVE_BYTES + segment:
         line += (
-            f", full (less than the {RESERVE_BYTES} bytes kept for the state databases): "
-            "iolens run reads no new input until the spool is delivered; free space there or "
-            "move state_dir to a larger file system"
+            f", full (the spool leaves {RESERVE_BYTES} bytes to the state databases): iolens "
+            "run reads no new input until the spool is delivered; free space there or move "
+            "state_dir to a larger file system"
         )
     return line
 

@@ -10,6 +10,7 @@ The acceptance case (``test_iolens_run_waits_on_a_full_disk_and_delivers_once``)
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -52,6 +53,8 @@ SINK = {"chunk_max_docs": 50, "queue_docs": 200, "backoff_max_s": 1.0}
 spool tried again at least every second (the cluster is found soon after it is back)."""
 FULL = "the state directory's disk is full"
 ROOM = "has room again"
+WIDE = {**os.environ, "COLUMNS": "1000"}
+"""``iolens status`` prints its lines unwrapped."""
 DEADLINE_S = 240.0
 """Longest wait for a condition before the test fails (a hang guard, not a timing check)."""
 
@@ -162,6 +165,11 @@ def test_iolens_run_waits_on_a_full_disk_and_delivers_once(
         expected += build_drop(drop, HOSTS - BEFORE, BEFORE + 1)  # written during the outage
         wait_for("the disk to fill", lambda: FULL in err_path.read_text(), proc)
         assert (free_bytes(state) or 0) < 512 << 10  # the spool took the disk
+        status = subprocess.run(
+            iolens(cfg, "status"), capture_output=True, text=True, env=WIDE, timeout=120
+        )
+        said = " ".join(status.stdout.split())
+        assert re.search(rf"state directory {re.escape(str(state))}: \d+ bytes free, full \(", said)
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))
         assert proc.poll() is None  # still running, reading waits
         server.start(timeout_s=30.0)  # back, same port and data
@@ -205,10 +213,12 @@ def test_iolens_run_once_starts_on_a_full_state_directory(
     fill(state / "filler")  # whatever room is left goes too
     assert free_bytes(state) == 0
     write_config(cfg, es_url, ns, drop, state, **SINK)
-    status = subprocess.run(iolens(cfg, "status"), capture_output=True, text=True, timeout=120)
+    status = subprocess.run(
+        iolens(cfg, "status"), capture_output=True, text=True, env=WIDE, timeout=120
+    )
     assert status.returncode == 0, status.stderr
-    said = " ".join(status.stdout.split())  # rich wraps long lines
-    assert f"state directory {state}: 0 bytes free, full (less than the" in said
+    said = " ".join(status.stdout.split())
+    assert f"state directory {state}: 0 bytes free, full (the spool leaves" in said
     done = subprocess.run(iolens(cfg, "run", "--once"), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
