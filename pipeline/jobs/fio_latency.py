@@ -123,8 +123,8 @@ class FioLatencyJob:
     """Counts the documents matching a query; when given, a batch whose intervals hold no
     document but its own (the common case: intervals merged for the first time) skips the
     delete-by-query."""
-    _pending: dict[tuple[int, int], tuple[int, float, list[Document]]] = field(default_factory=dict)
-    _settled: dict[tuple[int, int], tuple[float, list[Document]]] = field(default_factory=dict)
+    _pending: dict[tuple[int, int], tuple[int, int, list[Document]]] = field(default_factory=dict)
+    _settled: dict[tuple[int, int], tuple[int, list[Document]]] = field(default_factory=dict)
     computed: int = 0
 
     def run(self, force: bool = False) -> int:
@@ -148,6 +148,7 @@ class FioLatencyJob:
             for i in self.dirty.due(self.fio.settle_s, force)
             if i not in self._pending and i not in self._settled
         ]
+        began = self.dirty.mark()  # touches after it are merged again, whatever the clock
         if due:
             self.refresh(stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace))
         batches: dict[int, list[int]] = defaultdict(list)
@@ -156,7 +157,6 @@ class FioLatencyJob:
         for interval_ms, starts in batches.items():
             step = 1 if self.fio.method == "flp" else SEARCH_BATCH
             for i in range(0, len(starts), step):
-                began = self.clock()
                 computed = self.compute_many(interval_ms, starts[i : i + step])
                 for start in starts[i : i + step]:
                     item = (interval_ms, start)
@@ -206,7 +206,7 @@ class FioLatencyJob:
                 cleared += 1
         return cleared
 
-    def _supersede(self, batch: Sequence[tuple[tuple[int, int], float, list[Document]]]) -> None:
+    def _supersede(self, batch: Sequence[tuple[tuple[int, int], int, list[Document]]]) -> None:
         """Delete earlier revisions of the intervals' documents: per interval, scope, host, job
         and ddir, those that merged fewer records (one refresh and one delete-by-query for the
         batch). A revision with more records (say, computed by another instance that saw

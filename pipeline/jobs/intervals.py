@@ -3,10 +3,23 @@
 When Elasticsearch acknowledges a histogram document, its interval is marked dirty here *before*
 the file offset is committed, so a crash can only repeat work, never lose an interval. The
 latency job clears an interval once its documents are acknowledged.
+
+Clock steps (a wall clock set back or forward by hours while iolens runs) neither merge an
+interval twice nor hold it back for hours:
+
+* every touch takes the next number of a sequence (``seq``), and the latency job clears an
+  interval only if it was not touched after the :meth:`DirtyIntervals.mark` it took before
+  reading the histograms, whatever the clock did in between;
+* how long an interval touched by this process has been quiet is measured on the monotonic
+  clock, so a forward step does not make intervals still being written due at once;
+* an interval touched by an earlier process is judged by its wall-clock ``touched_s``, and one
+  touched "in the future" (the clock was set back since) is taken as touched now, so it waits
+  ``settle_s`` more, not the hours the clock went back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -24,6 +37,7 @@ CREATE TABLE IF NOT EXISTS dirty_intervals (
     interval_ms INTEGER NOT NULL,
     start_ms    INTEGER NOT NULL,
     touched_s   REAL NOT NULL,
+    seq         INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (interval_ms, start_ms)
 )
 """
@@ -34,22 +48,48 @@ class DirtyIntervals:
 
     Args:
         path: the SQLite file.
-        clock: wall-clock seconds (``time.time``).
+        clock: wall-clock seconds (``time.time``), stored with each touch for the next process.
+        monotonic: monotonic seconds (``time.monotonic``), for how long an interval touched by
+            this process has been quiet.
     """
 
-    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._clock = clock
+        self._clock, self._monotonic = clock, monotonic
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
-            self._db.execute(_SCHEMA)
+            self._seq = self._open()
         except BaseException:
             self._db.close()
             raise
+        self._quiet_since: dict[tuple[int, int], float] = {}
+        """Monotonic time of the last touch, for the intervals this process touched."""
+
+    def _open(self) -> int:
+        """Set the database up (WAL, schema, a column added since); the last touch's number.
+
+        Raises:
+            sqlite3.OperationalError: it cannot be opened (a full disk, see
+                :func:`~pipeline.sink.disk.open_when_room`).
+        """
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+        self._db.execute(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(dirty_intervals)")}
+        if "seq" not in columns:  # a list written before touches were numbered
+            self._db.execute(
+                "ALTER TABLE dirty_intervals ADD COLUMN seq INTEGER NOT NULL DEFAULT 0"
+            )
+        row = self._db.execute("SELECT MAX(seq) FROM dirty_intervals").fetchone()
+        return int(row[0] or 0)
 
     def touch(self, items: Iterable[tuple[int, int]]) -> None:
         """Mark ``(interval_ms, start_ms)`` pairs dirty now (one transaction).
@@ -58,16 +98,18 @@ class DirtyIntervals:
             sqlite3.OperationalError: the disk is full (nothing written; the database stays
                 usable).
         """
-        now = self._clock()
-        rows = [(i, s, now) for i, s in set(items)]
-        if not rows:
+        pairs = set(items)
+        if not pairs:
             return
+        now, mono = self._clock(), self._monotonic()
         with self._lock:
+            self._seq += 1
+            rows = [(i, s, now, self._seq) for i, s in pairs]
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(
-                    "INSERT INTO dirty_intervals VALUES (?, ?, ?) ON CONFLICT DO UPDATE "
-                    "SET touched_s = excluded.touched_s",
+                    "INSERT INTO dirty_intervals VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE "
+                    "SET touched_s = excluded.touched_s, seq = excluded.seq",
                     rows,
                 )
                 self._db.execute("COMMIT")
@@ -75,21 +117,44 @@ class DirtyIntervals:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+            for pair in pairs:
+                self._quiet_since[pair] = mono
+
+    def mark(self) -> int:
+        """The number of the last touch: :meth:`clear` with it leaves intervals touched later."""
+        with self._lock:
+            return self._seq
 
     def due(self, settle_s: float, force: bool = False) -> list[tuple[int, int]]:
-        """Intervals untouched for ``settle_s`` seconds (all of them with ``force``), in order."""
-        limit = float("inf") if force else self._clock() - settle_s
+        """Intervals untouched for ``settle_s`` seconds (all of them with ``force``), in order
+        (see the module docstring for how the time is measured)."""
+        now, mono = self._clock(), self._monotonic()
         with self._lock:
+            # touched "in the future": the clock was set back since; quiet from now on
+            with contextlib.suppress(sqlite3.OperationalError):  # a full disk: next time
+                self._db.execute(
+                    "UPDATE dirty_intervals SET touched_s = ? WHERE touched_s > ?", (now, now)
+                )
             cur = self._db.execute(
-                "SELECT interval_ms, start_ms FROM dirty_intervals WHERE touched_s <= ? "
-                "ORDER BY start_ms, interval_ms",
-                (limit,),
+                "SELECT interval_ms, start_ms, touched_s FROM dirty_intervals "
+                "ORDER BY start_ms, interval_ms"
             )
-            return [(int(a), int(b)) for a, b in cur.fetchall()]
+            rows = [((int(a), int(b)), float(t)) for a, b, t in cur.fetchall()]
+            return [
+                item
+                for item, touched_s in rows
+                if force or self._quiet_s(item, touched_s, now, mono) >= settle_s
+            ]
 
-    def clear(self, item: tuple[int, int], touched_before: float | None = None) -> None:
-        """Forget an interval (unless it was touched again after ``touched_before``). On a
-        full disk it stays dirty (merged again later, which is harmless)."""
+    def _quiet_s(self, item: tuple[int, int], touched_s: float, now: float, mono: float) -> float:
+        """Seconds ``item`` has been untouched: by the monotonic clock when this process
+        touched it, else by the wall clock."""
+        since = self._quiet_since.get(item)
+        return now - touched_s if since is None else mono - since
+
+    def clear(self, item: tuple[int, int], touched_before: int | None = None) -> None:
+        """Forget an interval, unless it was touched after the :meth:`mark` ``touched_before``.
+        On a full disk it stays dirty (merged again later, which is harmless)."""
         try:
             self._clear(item, touched_before)
         except sqlite3.OperationalError as err:
@@ -97,18 +162,20 @@ class DirtyIntervals:
                 raise
             log.debug("interval %s stays dirty: the disk is full (%s)", item, err)
 
-    def _clear(self, item: tuple[int, int], touched_before: float | None) -> None:
+    def _clear(self, item: tuple[int, int], touched_before: int | None) -> None:
         with self._lock:
             if touched_before is None:
-                self._db.execute(
+                cur = self._db.execute(
                     "DELETE FROM dirty_intervals WHERE interval_ms = ? AND start_ms = ?", item
                 )
             else:
-                self._db.execute(
+                cur = self._db.execute(
                     "DELETE FROM dirty_intervals WHERE interval_ms = ? AND start_ms = ? "
-                    "AND touched_s <= ?",
+                    "AND seq <= ?",
                     (*item, touched_before),
                 )
+            if cur.rowcount:
+                self._quiet_since.pop(item, None)
 
     def count(self) -> int:
         """Number of dirty intervals."""

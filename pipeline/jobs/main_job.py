@@ -16,6 +16,7 @@ module wires them together and runs the loop.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import socket
@@ -45,7 +46,7 @@ from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
 from pipeline.sink.cluster_id import cluster_id
-from pipeline.sink.disk import DiskWatch, is_disk_full, open_when_room
+from pipeline.sink.disk import DiskWatch, open_when_room
 from pipeline.sink.documents import DocContext
 from pipeline.sink.notices import announce
 from pipeline.sink.sender import AsyncSink
@@ -63,7 +64,11 @@ class MainJob:
     Args:
         settings: the configuration.
         client: Client client (already pointed at the cluster or embedded server).
-        clock: wall-clock seconds.
+        clock: wall-clock seconds, for timestamps (``event.created``, the pipeline's own
+            metrics) and what is kept across runs.
+        monotonic: monotonic seconds, for every wait and period (the jobs' tick, how long
+            intervals and files have been quiet), so a stepped wall clock neither stalls nor
+            hurries them.
         install_templates: install (idempotently) the index templates first, as ``iolens setup``
             does; what the cluster lacks is said once per cluster and state directory
             (:func:`~pipeline.sink.notices.announce`).
@@ -78,6 +83,7 @@ class MainJob:
         client: Client,
         *,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         install_templates: bool = True,
         redeliver: bool = False,
     ) -> None:
@@ -88,13 +94,15 @@ class MainJob:
         self.cluster = cluster_id(client)
         if install_templates:
             caps = detect(client)
-            self._announce(caps.messages, state, clock)
+            announce(caps.messages, self.cluster, state, clock=clock)
             install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
-        bare = client.options(max_retries=0)
-        room = functools.partial(deliver_spool_first, bare, settings.sink, state, self.disk)
+        self.monotonic = monotonic
+        room = functools.partial(
+            deliver_spool_first, client.options(max_retries=0), settings.sink, state, self.disk
+        )
         room()  # the spool first: delivered, it frees room for the rest
-        reg = state / "registry.sqlite"
+        reg, jobs_db = state / "registry.sqlite", state / "jobs.sqlite"
         self.registry = open_when_room(
             lambda: Registry(reg, cluster=self.cluster), reg, self.disk, room
         )
@@ -111,11 +119,10 @@ class MainJob:
         self.shipping = ShipContext(
             settings, state, host, clock, self._darshan_evidence, self.registry, self.ctx
         )
+        self.shipping.monotonic = monotonic
         self.files = FileSet(settings, self.registry, build_shippers(self.shipping), self.disk)
-        jobs_db = state / "jobs.sqlite"
-        self.dirty = open_when_room(
-            lambda: DirtyIntervals(jobs_db, clock=clock), jobs_db, self.disk, room
-        )
+        dirty = functools.partial(DirtyIntervals, jobs_db, clock=clock, monotonic=monotonic)
+        self.dirty = open_when_room(dirty, jobs_db, self.disk, room)
         self.delivery = Delivery(self.registry, self.files.find, self.dirty.touch, self.disk)
         self.sink = self._sink(client, settings, state)
         self.summary = RunSummary()
@@ -123,7 +130,7 @@ class MainJob:
             self.sink, settings.service_rate, state, self.ctx, host, clock, self._files_read
         )
         self.jobs = ScheduledJobs(
-            settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock
+            settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock, monotonic
         )
         self.reader = self._reader()
         self.sink.stop = self.reader.stopping
@@ -138,15 +145,6 @@ class MainJob:
             target_bulk_s=settings.service_rate.target_bulk_s,
             disk=self.disk,
         )
-
-    def _announce(self, messages: Sequence[str], state: Path, clock: Callable[[], float]) -> None:
-        """Say what the cluster lacks (once); a full disk only means saying it again later."""
-        try:
-            announce(messages, self.cluster, state, clock=clock)
-        except OSError as err:
-            if not is_disk_full(err):
-                raise
-            log.debug("notices not kept (the state directory's disk is full): %s", err)
 
     def _redeliver(self) -> None:
         """``--redeliver``: forget what went to other clusters (read again into this one)."""
@@ -244,20 +242,11 @@ class MainJob:
 
     def finish(self) -> RunSummary:
         """Flush, compute every dirty interval, flush again; returns the summary."""
+        self._read_waiting()
         self.reader.idle(final=True)
         self.health.ship_rates()
         self.sink.flush()
-        for p in sorted(self.files.unidentified):
-            if p in self.files.unregistered:
-                log.warning(
-                    "%s was not read: %s had no room for it (the state directory's disk is "
-                    "full); the next run reads it",
-                    p,
-                    self.registry.path,
-                )
-            else:
-                log.warning("%s has no complete first line yet; it was not read", p)
-        self.files.unidentified.clear()
+        self._tell_not_read()
         self.jobs.finish(self.summary, self.sink.flush)
         self.sink.queue.producer_idle(True)
         return self.snapshot()
@@ -290,12 +279,12 @@ class MainJob:
             w.start()
         try:
             self.ingest(self.files.drop_files())
-            next_tick = self.clock()
+            next_tick = self.monotonic()
             while not stop.is_set():
                 self._step(watchers, drops)
-                if self.clock() >= next_tick:
+                if self.monotonic() >= next_tick:
                     self._tick()
-                    next_tick = self.clock() + self.settings.jobs.tick_s
+                    next_tick = self.monotonic() + self.settings.jobs.tick_s
         finally:
             for w in watchers:
                 w.stop()
@@ -312,11 +301,39 @@ class MainJob:
         self.sink.queue.producer_idle(False)
         self._handle(events, drops)
         self._tell_elsewhere()
+        self._read_waiting()
+        self.sink.maybe_flush()
+
+    def _read_waiting(self) -> None:
+        """Try again the paths that could not be identified before (no complete first line,
+        unreadable, or a file that replaced one being read), and read those that can be now."""
         for p, drop in list(self.files.unidentified.items()):
             tail = self.discover(Path(p), drop)
             if tail is not None:
                 self.pump(tail)
-        self.sink.maybe_flush()
+
+    def _tell_not_read(self) -> None:
+        """At the end of a run: name the files that could not be read, and those with no
+        complete first line yet; the next run tries them again."""
+        failing = self.files.unreadable.failing
+        for p in sorted(failing):
+            log.warning(
+                "%s could not be read in this run (%s): it was not read to its end; the next "
+                "run tries it again from where it was read to",
+                p,
+                errno.errorcode.get(failing[p], str(failing[p])),
+            )
+        for p in sorted(set(self.files.unidentified) - set(failing)):
+            if p in self.files.unregistered:
+                log.warning(
+                    "%s was not read: %s had no room for it (the state directory's disk is "
+                    "full); the next run reads it",
+                    p,
+                    self.registry.path,
+                )
+            else:
+                log.warning("%s has no complete first line yet; it was not read", p)
+        self.files.unidentified.clear()
 
     def _tick(self) -> None:
         """Every ``jobs.tick_s``: files not read to their end, quiet files, the pipeline's

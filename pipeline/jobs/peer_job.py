@@ -72,7 +72,12 @@ class PeerJob:
         ctx: document context.
         lease: takes or renews the job's lease.
         load_state / save_state: the job's durable state (Elasticsearch ``iolens-state``).
-        clock: wall-clock seconds.
+        clock: wall-clock seconds (``event.created``; and where the settle cutoff starts).
+        monotonic: monotonic seconds. The data taken is that older than ``peer.settle_s`` by
+            the wall clock read at the first run and advanced by the monotonic clock since, so
+            a wall clock stepped forward while iolens runs does not take windows whose samples
+            are still arriving (and move the watermark past them), nor one stepped back stop
+            the comparison for hours.
         refresh: makes a data stream's recent writes searchable.
         sysstat_drops: this instance ships sysstat data (say once that thresholds are missing).
         thresholds_path: where ``iolens train`` writes thresholds; while ``thresholds`` is None
@@ -89,11 +94,21 @@ class PeerJob:
     load_state: Callable[[], dict[str, Any] | None]
     save_state: Callable[[Mapping[str, Any]], None]
     clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
     refresh: Callable[[str], None] = lambda index: None
     sysstat_drops: bool = True
     thresholds_path: Path | None = None
     windows: int = 0
     _warned: bool = field(default=False, repr=False)
+    _anchor: tuple[float, float] | None = field(default=None, repr=False)
+    """(wall, monotonic) seconds at the first run: see ``monotonic``."""
+
+    def _steady_now(self) -> float:
+        """Wall-clock seconds that follow the monotonic clock since the first run."""
+        if self._anchor is None:
+            self._anchor = (self.clock(), self.monotonic())
+        wall, mono = self._anchor
+        return wall + self.monotonic() - mono
 
     @staticmethod
     def _load_new_thresholds(path: Path) -> Thresholds | None:
@@ -136,7 +151,7 @@ class PeerJob:
 
     def _run(self, force: bool) -> int:
         state = self.load_state() or {}
-        until = math.inf if force else self.clock() - self.peer.settle_s
+        until = math.inf if force else self._steady_now() - self.peer.settle_s
         grid = self._read(state.get("watermark_s"), until)
         if not grid:
             return 0

@@ -10,8 +10,10 @@ result (documents, a bad line, holds and releases) goes to the sink, the dead-le
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import logging
+import os
 import shutil
 import threading
 import time
@@ -121,19 +123,58 @@ class Pump:
         return n
 
     def _read(self, tail: Tail) -> TailChunk | None:
-        """The next chunk; None when reading stops here (gone, incomplete, unreadable, or
-        quarantined)."""
-        try:
-            return tail.read(self.read_chunk_bytes)
-        except FileNotFoundError:
-            self.files.retire(tail.key)
-        except EOFError:
-            log.info("%s: not complete yet; will retry", tail.path)
-        except (LineTooLong, gzip.BadGzipFile, zlib.error) as err:
-            self.quarantine(tail, ParseError(tail.path, tail.line_no + 1, str(err)))
-        except OSError as err:
-            log.warning("%s: cannot be read (%s); will retry", tail.path, err)
+        """The next chunk; None when reading stops here (gone, incomplete, unreadable,
+        replaced, or quarantined).
+
+        On a stale file handle (``ESTALE``) the file is opened again by its path and, when it is
+        the same file, read on from its offset; a file that cannot be read is reported (see
+        :class:`~pipeline.shippers.unreadable.Unreadable`) and tried again later.
+        """
+        for attempt in (0, 1):
+            try:
+                chunk = tail.read(self.read_chunk_bytes)
+            except FileNotFoundError:
+                self.files.retire(tail.key)
+            except EOFError:
+                log.info("%s: not complete yet; will retry", tail.path)
+            except (LineTooLong, gzip.BadGzipFile, zlib.error) as err:
+                self.quarantine(tail, ParseError(tail.path, tail.line_no + 1, str(err)))
+            except OSError as err:
+                if err.errno == errno.ESTALE and attempt == 0 and self._reopened(tail):
+                    continue
+                self.files.unreadable.report(tail.path, err)
+            else:
+                self.files.unreadable.readable(tail.path)
+                return chunk if self._same_file(tail) else None
+            return None
         return None
+
+    def _reopened(self, tail: Tail) -> bool:
+        """After ``ESTALE``: whether ``tail.path``, opened again, is still the tail's file (a
+        fresh lookup gets a fresh handle from the server)."""
+        if not self.files.still_there(tail):
+            return False
+        log.info(
+            "%s: stale file handle (ESTALE); opened again by its path, it is the same file: "
+            "reading on from byte %s",
+            tail.path,
+            tail.offset,
+        )
+        return True
+
+    def _same_file(self, tail: Tail) -> bool:
+        """Whether ``tail.path`` still holds the tail's file after a read (device and inode);
+        if another file replaced it meanwhile, what was just read may be either's: it is not
+        shipped, and the replacement is handled (:meth:`FileSet.still_there`). A file gone
+        since counts as the same (it was opened before it went)."""
+        try:
+            st = os.stat(tail.path)
+        except OSError:
+            return True
+        if tail.key.split(":")[:2] == [str(st.st_dev), str(st.st_ino)]:
+            return True
+        self.files.still_there(tail)
+        return False
 
     def _ship_timed(self, tail: Tail, chunk: TailChunk, started: float) -> bool:
         """Ship ``chunk`` and tell the monitor the read and parse times; False when the file

@@ -9,6 +9,7 @@ process of a namespace runs it) and, once thresholds are trained, the incident j
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,6 +57,7 @@ class ScheduledJobs:
         dirty: the fio intervals touched by acknowledged documents.
         ctx: the documents' namespace.
         clock: wall-clock seconds.
+        monotonic: monotonic seconds, for how long another instance's lease was seen unchanged.
 
     Raises:
         ConfigError: ``peer.thresholds_file`` (or ``<state>/thresholds.json``) is not a
@@ -71,7 +73,9 @@ class ScheduledJobs:
         dirty: DirtyIntervals,
         ctx: DocContext,
         clock: Callable[[], float],
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._monotonic = monotonic
         self.latency = FioLatencyJob(
             search=lambda index, q, s: iter_hits(client, index, q, s),
             emit=emit,
@@ -85,7 +89,7 @@ class ScheduledJobs:
         )
         self.peer = self._peer_job(settings, client, emit, settle, ctx, clock)
         name = f"incident.{settings.elasticsearch.namespace}"
-        lease = Lease(client, name, ttl_s=_lease_ttl_s(settings), clock=clock)
+        lease = Lease(client, name, _lease_ttl_s(settings), clock=clock, monotonic=monotonic)
         self.incident = IncidentJob(client, settings, lease.acquire, clock)
 
     def _peer_job(
@@ -99,7 +103,9 @@ class ScheduledJobs:
     ) -> PeerJob:
         path, thresholds = _thresholds(settings)
         name = f"peer.{settings.elasticsearch.namespace}"
-        self.lease = Lease(client, name, ttl_s=_lease_ttl_s(settings), clock=clock)
+        self.lease = Lease(
+            client, name, _lease_ttl_s(settings), clock=clock, monotonic=self._monotonic
+        )
         store = JobState(client, name, clock=clock)
         return PeerJob(
             hits=lambda index, q, s: iter_hits(client, index, q, s),
@@ -112,6 +118,7 @@ class ScheduledJobs:
             load_state=store.load,
             save_state=store.save,
             clock=clock,
+            monotonic=self._monotonic,
             refresh=lambda index: refresh(client, index),
             sysstat_drops=any(d.type in ("sadf", "sadc") for d in settings.drops),
             thresholds_path=path,

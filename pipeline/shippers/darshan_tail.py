@@ -1,7 +1,9 @@
 """Shipping Darshan logs: whole files, read once stable, analysed in a process pool.
 
 A Darshan log is written once, at the end of a job, so it is read whole when its size and
-modification time have been still for ``darshan.stable_s``; a log still being copied raises
+modification time have been still for ``darshan.stable_s`` (measured by
+:class:`~pipeline.shippers.stillness.Stillness`, so a stepped clock neither holds a log back for
+hours nor takes one still being copied for finished); a log still being copied raises
 :class:`NotStable` and is tried again later. Reading (pydarshan) and the analysis run in worker
 processes that live as long as the shipper: ``import darshan`` alone costs about half a second
 (reference/darshan-iominer.md 3). The whole file is one "line" for the registry: its offset
@@ -33,6 +35,7 @@ from pipeline.reducers.darshan_job import JobAnalysis, analyze
 from pipeline.reducers.io_diagnosis import Diagnosis, Thresholds, diagnose, low_bandwidth
 from pipeline.shippers.darshan_read import read_darshan
 from pipeline.shippers.results import LineResult
+from pipeline.shippers.stillness import Stillness
 from pipeline.shippers.tailer import TailChunk
 from pipeline.sink.darshan_documents import diagnosis_document, file_documents, job_document
 from pipeline.sink.documents import DocContext
@@ -181,6 +184,7 @@ class DarshanTail:
         stable_s: how long the file must be unchanged before it is read (0: read at once).
         thresholds: the low-bandwidth cut; a diagnosis document is written for those jobs.
         evidence: server-side data for the diagnosis (None: the job's own counters only).
+        clock: wall-clock seconds; monotonic: monotonic seconds (for ``stable_s``).
     """
 
     key: str
@@ -190,6 +194,7 @@ class DarshanTail:
     thresholds: Thresholds = field(default_factory=Thresholds)
     evidence: Evidence | None = None
     clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
     kind: str = "darshan"
     offset: int = 0
     line_no: int = 0
@@ -198,6 +203,7 @@ class DarshanTail:
     snapshots: dict[int, str] = field(default_factory=dict)
     last: Diagnosis | None = None
     """The diagnosis of the log shipped, when it was low-bandwidth."""
+    _still: Stillness = field(default_factory=Stillness)
 
     def resume(self, offset: int, line_no: int, cursor: str | None) -> None:
         """Continue from the registry (offset > 0: the log was shipped already)."""
@@ -215,8 +221,14 @@ class DarshanTail:
 
     def stable(self) -> bool:
         """Whether the file has been unchanged for ``stable_s``."""
+        if self.stable_s <= 0:
+            return True
         st = os.stat(self.path)
-        return self.stable_s <= 0 or self.clock() - st.st_mtime >= self.stable_s
+        state = (st.st_mtime_ns, st.st_size)
+        still_s = self._still.still_s(
+            state, st.st_mtime, self.stable_s, self.clock(), self.monotonic()
+        )
+        return still_s >= self.stable_s
 
     def prefetch(self) -> None:
         """Hand the log to the pool now, if it is stable and not shipped yet."""

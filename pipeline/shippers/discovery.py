@@ -28,6 +28,7 @@ from pipeline.shippers.hosts import unrotated
 from pipeline.shippers.identity import find_renamed, identify
 from pipeline.shippers.registry import FileState, Registry
 from pipeline.shippers.rotation import adopt_rotated, renamed_while_away
+from pipeline.shippers.unreadable import Unreadable
 from pipeline.shippers.watcher import DropWatcher
 from pipeline.sink.disk import DiskWatch, is_disk_full
 
@@ -77,6 +78,8 @@ class FileSet:
         """Registry key -> the other cluster its lines were delivered to (not read)."""
         self.resumed: set[str] = set()
         """Registry keys of the files opened at a committed offset (delivered before)."""
+        self.unreadable = Unreadable()
+        """The files that cannot be read now (permission denied, stale handle): tried again."""
 
     def find(self, key: str) -> Tail | None:
         """The tail of file ``key``, read or retired."""
@@ -148,9 +151,10 @@ class FileSet:
             self.unidentified.pop(p, None)
             return None
         except OSError as err:
-            log.warning("%s cannot be read (%s); will retry", p, err)
+            self.unreadable.report(p, err)
             self.unidentified[p] = drop
             return None
+        self.unreadable.readable(p)
         if key is None:
             self.unidentified[p] = drop
             return None
@@ -162,8 +166,7 @@ class FileSet:
         renamed next to it)."""
         previous = self.by_path.get(p)
         if previous is not None and previous != key and not self.follow(previous):
-            log.info("%s now holds another file: the old one is no longer read", p)
-            self.retire(previous)
+            self.let_go_replaced(previous, key)
 
     def _open(self, key: str, path: Path, drop: DropSettings) -> Tail | None:
         """A new tail on file ``key`` from its drop format's shipper; None when it was
@@ -246,6 +249,7 @@ class FileSet:
         if key is not None:
             self.retire(key)
         self.unidentified.pop(path, None)
+        self.unreadable.forget(path)
 
     def still_there(self, tail: Tail) -> bool:
         """Whether ``tail.path`` still holds the tail's file; if another file replaced it, that
@@ -261,22 +265,41 @@ class FileSet:
             self.retire(tail.key)
             return False
         except OSError as err:
-            log.warning("%s cannot be read (%s); will retry", tail.path, err)
+            self.unreadable.report(tail.path, err)
             return False
         return key == tail.key or self._taken(tail, key)
 
     def _taken(self, tail: Tail, key: str | None) -> bool:
         """``tail.path`` holds another file (``key``, None while unidentified): whether the
-        tail's file was found renamed (the other file then waits to be identified)."""
+        tail's file was found renamed. Either way the other file waits in
+        :attr:`unidentified`, to be opened by the caller's next pass."""
         old_path = tail.path
         if self.follow(tail.key):  # renamed, and another file took its name
             self.unidentified[old_path] = self.drops[tail.key]
             return True
         drop = self.drops.get(tail.key)
-        self.retire(tail.key)
-        if key is None:
-            self.unidentified[tail.path] = drop or default_drop(Path(tail.path))
+        self.let_go_replaced(tail.key, key)
+        self.unidentified[tail.path] = drop or default_drop(Path(tail.path))  # the new file
         return False
+
+    def let_go_replaced(self, old: str, new: str | None) -> None:
+        """The path of file ``old`` holds another file now (``new``, None while it has no
+        complete first line), and ``old`` is not found renamed in its directory: ``old`` is
+        retired (its lines in flight still get committed); what it held after where it was
+        read to is not read, as it is gone (deleted, or moved out of its directory)."""
+        tail = self.tails.get(old)
+        if tail is None:
+            return
+        inode = "?" if new is None else new.split(":")[1]
+        log.warning(
+            "%s was replaced by another file (inode %s): the new file is read from its start. "
+            "The file read there before is no longer in its directory (deleted, or moved "
+            "elsewhere): it was read to byte %s and whatever it held after that is not read",
+            tail.path,
+            inode,
+            tail.offset,
+        )
+        self.retire(old)
 
     def truncated_now(self, tail: Tail) -> None:
         """``tail``'s file was truncated: read it again from the start (a copy of what it held

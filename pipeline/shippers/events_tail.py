@@ -23,9 +23,11 @@ the wall clock; without one, a ``ts`` after 2001 in ns is taken as epoch ns, and
 file's modification time as the time of its newest event. The offset is kept in the cursor.
 
 A file that stays quiet: after the reorder window its queue is drained; its sub-graphs idle for
-the schema's ``timeout_s`` (on the events' clock, advanced by the wall time since the last
-line) are flushed, seeded ones as incomplete requests; once the file was not modified for
-``timeout_s`` every open request is flushed.
+the schema's ``timeout_s`` (on the events' clock, advanced by the time since the last line)
+are flushed, seeded ones as incomplete requests; once the file was not modified for
+``timeout_s`` every open request is flushed. How long the file has been quiet is measured on
+the monotonic clock (:class:`~pipeline.shippers.stillness.Stillness`), so a wall clock stepped
+forward does not flush requests still being written, nor one stepped back hold them for hours.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -51,6 +54,7 @@ from pipeline.reducers.request_join import (
     RequestParser,
 )
 from pipeline.shippers.results import NOTHING, BadLine, LineResult, Released
+from pipeline.shippers.stillness import Stillness
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines, read_gzip_lines
 from pipeline.shippers.workload_model import WorkloadModel
 from pipeline.sink.documents import DocContext
@@ -90,6 +94,9 @@ class EventsTail:
     kind: str = "events"
     wall_offset_ns: int | None = None
     last_read_s: float = 0.0
+    """When lines were last read (``monotonic`` seconds)."""
+    monotonic: Callable[[], float] = time.monotonic
+    _still: Stillness = field(default_factory=Stillness)
     _holds: LineHolds = field(default_factory=LineHolds)
     _parser: RequestParser | None = None
     _queue: ReorderQueue | None = None
@@ -198,16 +205,23 @@ class EventsTail:
         self.snapshots[end] = self.cursor()
         return LineResult(ref, out.docs, pending=1, holds=out.holds, releases=out.releases)
 
+    def mark_read(self, now_s: float) -> None:
+        """Lines were read from the file at ``now_s`` (wall-clock s): its quiet time starts
+        now, and its state is seen now (so a clock stepped later does not change its age)."""
+        self.last_read_s = self.monotonic()
+        self._still_s(now_s, self.last_read_s)
+
     def idle(self, now_s: float, ctx: DocContext, *, final: bool = False) -> Released:
         """Let go of what a quiet file holds (see the module docstring).
 
         Args:
-            now_s: wall-clock seconds now.
+            now_s: wall-clock seconds now (``event.created`` of what is flushed).
             final: the run ends (``iolens run --once``, ``ingest``): drain the queue whatever
                 its age.
         """
         assert self._parser is not None and self._queue is not None
-        quiet_s = now_s - self.last_read_s
+        mono_s = self.monotonic()
+        quiet_s = mono_s - self.last_read_s
         window_s = self.schema.parser.reorder_window_ms / 1000
         requests: list[Request] = []
         if len(self._queue) and (final or quiet_s >= window_s):
@@ -215,15 +229,22 @@ class EventsTail:
                 requests += self._parser.feed(ev)
                 self._holds.drop(ev.line_no)
         if not len(self._queue):
-            try:
-                modified_s = os.stat(self.path).st_mtime
-            except FileNotFoundError:
-                modified_s = float("-inf")
-            if now_s - modified_s >= self.schema.parser.timeout_s:
+            if self._still_s(now_s, mono_s) >= self.schema.parser.timeout_s:
                 requests += self._parser.close()
             elif self._queue.newest >= 0:
                 requests += self._parser.sweep(self._queue.newest + int(max(quiet_s, 0) * 1e9))
         return self._settle(requests, ctx, now_s * 1000)
+
+    def _still_s(self, now_s: float, mono_s: float) -> float:
+        """Seconds the file has been unchanged (``timeout_s`` at most on first sight; as
+        long as the timeout when it is gone)."""
+        timeout_s = self.schema.parser.timeout_s
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return timeout_s
+        state = (st.st_mtime_ns, st.st_size)
+        return self._still.still_s(state, st.st_mtime, timeout_s, now_s, mono_s)
 
     def _settle(self, requests: list[Request], ctx: DocContext, created_ms: float) -> Released:
         released = self._holds.pop_released()

@@ -12,6 +12,11 @@ nodes. Events are hints: the shipper still stats and identifies files itself, an
 Directory events are not reported; a file moved within the watched tree is one ``moved`` event.
 The native observer also reports ``closed`` when a file opened for writing is closed, a hint that
 a whole-file input is complete.
+
+A drop directory deleted (or moved away) while watched stops its observer's watch (watchdog
+stops the emitter of a root that is gone); :meth:`DropWatcher.drain` notices it (the path no
+longer holds the directory it watched: device and inode), says so once, and when a directory is
+at that path again watches it anew and reports its files as ``created``, so they are read.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import errno
 import logging
 import os
 import queue
+import stat as statmod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -77,6 +83,11 @@ def to_file_event(event: FileSystemEvent, pattern: str) -> FileEvent | None:
     if not any(fnmatchcase(name, pattern) for name in names):
         return None
     return FileEvent(path=src, kind=kind, dest=dest)
+
+
+def stat_is_dir(st: os.stat_result) -> bool:
+    """Whether ``st`` is the ``stat`` of a directory."""
+    return statmod.S_ISDIR(st.st_mode)
 
 
 class _QueueHandler(FileSystemEventHandler):
@@ -140,14 +151,21 @@ class DropWatcher:
         self._listdir = listdir
         self._events: queue.Queue[FileEvent] = queue.Queue()
         self._observer: Any = None
+        self._handler: _QueueHandler | None = None
+        self._watches: dict[Path, tuple[Any, tuple[int, int] | None]] = {}
+        """Drop directory -> its watch and the (device, inode) of the directory watched
+        (None: it was gone, nothing is watched there)."""
 
     def initial_scan(self) -> list[Path]:
         """Existing files under the drop directories whose base name matches, sorted, recursive."""
+        return sorted(p for d in self.dirs for p in self._scan(d))
+
+    def _scan(self, d: Path) -> set[Path]:
+        """The files under ``d`` whose base name matches."""
         found: set[Path] = set()
-        for d in self.dirs:
-            for root, _subdirs, files in self._walk(str(d)):
-                found.update(Path(root, name) for name in files if fnmatchcase(name, self.pattern))
-        return sorted(found)
+        for root, _subdirs, files in self._walk(str(d)):
+            found.update(Path(root, name) for name in files if fnmatchcase(name, self.pattern))
+        return found
 
     def _make_observer(self) -> Any:
         if self.observer_kind == "polling":
@@ -167,10 +185,13 @@ class DropWatcher:
         if self._observer is not None:
             raise RuntimeError("DropWatcher already started")
         obs = self._make_observer()
-        handler = _QueueHandler(self.pattern, self._events)
+        self._handler = _QueueHandler(self.pattern, self._events)
         try:
             for d in self.dirs:
-                obs.schedule(handler, str(d), recursive=True)
+                self._watches[d] = (
+                    obs.schedule(self._handler, str(d), recursive=True),
+                    self._ident(d),
+                )
             obs.start()
         except OSError as err:
             err.add_note(
@@ -194,21 +215,64 @@ class DropWatcher:
             obs.join()
 
     def drain(self, timeout_s: float) -> list[FileEvent]:
-        """Wait up to ``timeout_s`` seconds for an event, then take all queued events, in order.
+        """Wait up to ``timeout_s`` seconds for an event, then take all queued events, in order;
+        with ``created`` events for the files of a drop directory that is back after it was
+        deleted (see :meth:`rewatch`).
 
         Returns:
             The events; empty if none arrived in time.
         """
+        events = self.rewatch()
         try:
-            first = self._events.get(timeout=timeout_s)
+            events.append(self._events.get(timeout=timeout_s))
         except queue.Empty:
-            return []
-        events = [first]
+            return events
         while True:
             try:
                 events.append(self._events.get_nowait())
             except queue.Empty:
                 return events
+
+    def _ident(self, d: Path) -> tuple[int, int] | None:
+        """(device, inode) of the directory at ``d``; None when there is none."""
+        try:
+            st = self._stat(str(d))
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino) if stat_is_dir(st) else None
+
+    def rewatch(self) -> list[FileEvent]:
+        """Check that each drop directory is still the one watched: one deleted or moved away
+        is said once (its watch stopped with it); one there again (recreated) is watched anew
+        and its files are returned as ``created`` events. Does nothing before :meth:`start`."""
+        found: list[FileEvent] = []
+        if self._observer is None or self._handler is None:
+            return found
+        for d, (watch, was) in list(self._watches.items()):
+            now = self._ident(d)
+            if now == was:
+                continue
+            if was is not None:
+                log.warning(
+                    "drop directory %s was deleted or moved away: its files are read no more; "
+                    "it is watched for, and read again once a directory is there (create it "
+                    "again, or fix drops[].path)",
+                    d,
+                )
+            if watch is not None:
+                self._observer.unschedule(watch)
+            if now is None:
+                self._watches[d] = (None, None)
+                continue
+            self._watches[d] = (self._observer.schedule(self._handler, str(d), recursive=True), now)
+            files = [FileEvent(p, "created") for p in self._scan(d)]
+            log.warning(
+                "drop directory %s is there again: watching it again; %s files found there",
+                d,
+                len(files),
+            )
+            found += files
+        return found
 
     def __enter__(self) -> DropWatcher:
         self.start()

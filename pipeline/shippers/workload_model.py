@@ -96,7 +96,10 @@ class WorkloadModel:
         """Whether a snapshot is due: the last one went to a cluster other than ``cluster``
         (when both are known); or requests were placed since the last one, and
         ``snapshot_s`` has passed (the first one is due at once) or the shipper is stopping
-        (``final``)."""
+        (``final``). A last snapshot "in the future" (the clock was set back since) counts as
+        taken now, so the next one waits ``snapshot_s``, not the hours the clock went back."""
+        if self.last_snapshot_s is not None and self.last_snapshot_s > now_s:
+            self.last_snapshot_s = now_s
         if cluster is not None and self.snapshot_cluster not in (None, cluster) and self.recent:
             return True
         if not self.changed:

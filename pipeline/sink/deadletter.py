@@ -115,6 +115,16 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def origin(doc: Document) -> str:
+    """Where ``doc`` comes from, for a message: ``from FILE line N`` (and how many more lines),
+    or ``made by iolens`` for a document no input line made (merged intervals, metrics)."""
+    lines = [r for r in doc.refs if r.path]
+    if not lines:
+        return "made by iolens"
+    more = f" and {len(lines) - 1} more lines" if len(lines) > 1 else ""
+    return f"from {lines[0].path} line {lines[0].line_no}{more}"
+
+
 class DeadLetters:
     """The dead-letter area under ``root`` (``<state_dir>/deadletter/``, created if missing).
 
@@ -165,13 +175,16 @@ class DeadLetters:
         """
         self._append(self.documents_path, self._entry(doc, status, error_type, reason, stage))
         log.warning(
-            "dead-lettered %s/%s at stage %s: %s %s: %s",
+            "dead-lettered %s/%s (%s) at stage %s: %s %s: %s. It is kept in %s: fix the cause "
+            "(the template or the input), then run iolens deadletter replay",
             doc.index,
             doc.doc_id,
+            origin(doc),
             stage,
             status,
             error_type,
             reason,
+            self.documents_path,
         )
 
     def write_input(self, path: str, line_no: int, reason: str, raw: bytes, stage: str) -> None:

@@ -8,6 +8,17 @@ One document per job in the ``iolens-leases`` index: ``{holder, expires_ms}``. T
 renewing it is a conditional write (``create``, or ``index`` with ``if_seq_no`` /
 ``if_primary_term``: optimistic concurrency control), so of two instances racing for a free or
 expired lease exactly one wins; the other sees a 409 and skips the run.
+
+``expires_ms`` is the holder's wall clock, which another machine's clock may disagree with by
+hours (a clock set wrong, or stepped while iolens runs). So another holder's lease is judged by
+what this instance saw of it, on its own monotonic clock, as in Kubernetes' leader election:
+a version of the document (``_seq_no``, ``_primary_term``) first seen with between 0 and
+``ttl_s`` seconds left by our wall clock runs for that long after it was first seen; one whose
+time left is outside that range (written with a clock ahead, or behind, or left by a holder
+that stopped long ago) runs for ``ttl_s`` after it was first seen. A lease written with a clock
+hours ahead therefore blocks other instances for at most ``ttl_s`` once its holder stops
+renewing it, and one written with a clock behind does not expire at once. A released lease
+(``expires_ms`` 0) is free at once.
 """
 
 from __future__ import annotations
@@ -44,7 +55,8 @@ class Lease:
         name: the job's name (document id).
         ttl_s: how long a holder that stops renewing keeps it (seconds).
         holder: who we are (see :func:`default_holder`).
-        clock: wall-clock seconds.
+        clock: wall-clock seconds (what ``expires_ms`` is written with).
+        monotonic: monotonic seconds, for how long another holder's lease was seen unchanged.
     """
 
     client: Elasticsearch
@@ -52,7 +64,10 @@ class Lease:
     ttl_s: float = 60.0
     holder: str = field(default_factory=default_holder)
     clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
     held: bool = False
+    _seen: tuple[tuple[int, int], float] | None = field(default=None, repr=False)
+    """The other holder's lease version last seen, and when it runs out (monotonic s)."""
 
     def acquire(self) -> bool:
         """Take the lease if it is free, expired or ours (renewing it); False if another
@@ -88,7 +103,7 @@ class Lease:
             self.client.create(index=LEASE_INDEX, id=self.name, document=body, refresh=True)
             return True
         src = doc["_source"]
-        if src.get("holder") != self.holder and int(src.get("expires_ms", 0)) > now_ms:
+        if src.get("holder") != self.holder and self._running(doc, now_ms):
             self._set(False, src.get("holder"))
             return False
         self.client.index(
@@ -100,6 +115,20 @@ class Lease:
             refresh=True,
         )
         return True
+
+    def _running(self, doc: Any, now_ms: int) -> bool:
+        """Whether another holder's lease ``doc`` still runs (see the module docstring)."""
+        expires_ms = int(doc["_source"].get("expires_ms", 0))
+        if expires_ms <= 0:
+            return False  # released
+        version = (int(doc["_seq_no"]), int(doc["_primary_term"]))
+        now = self.monotonic()
+        if self._seen is None or self._seen[0] != version:
+            left_s = (expires_ms - now_ms) / 1000
+            if not 0 <= left_s <= self.ttl_s:  # the holder's clock disagrees with ours
+                left_s = self.ttl_s
+            self._seen = (version, now + left_s)
+        return now < self._seen[1]
 
     def release(self) -> None:
         """Give the lease up (expire it now) if we hold it; never raises."""

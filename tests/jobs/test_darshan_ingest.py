@@ -152,7 +152,9 @@ def test_a_log_is_read_once_it_has_been_still_for_stable_s(
     mtime = log.stat().st_mtime
     now = [mtime + 1.0]
     pool = DarshanPool(1, inline=True)
-    tail = DarshanTail("k", str(log), pool, stable_s=5.0, clock=lambda: now[0])
+    tail = DarshanTail(
+        "k", str(log), pool, stable_s=5.0, clock=lambda: now[0], monotonic=lambda: now[0]
+    )
     with pytest.raises(NotStable, match="changed less than 5 s ago"):
         tail.read(1 << 20)
     now[0] = mtime + 5.0

@@ -54,7 +54,7 @@ def hit(host: str, job: str, ddir: str, counts: dict[int, int]) -> dict[str, Any
 def make_job(
     tmp_path: Path, search: Any, emitted: list[Document], clock: Clock, settle_s: float = 5.0
 ) -> FioLatencyJob:
-    dirty = DirtyIntervals(tmp_path / "jobs.sqlite", clock=clock)
+    dirty = DirtyIntervals(tmp_path / "jobs.sqlite", clock=clock, monotonic=clock)
     return FioLatencyJob(
         search=search,
         emit=emitted.append,

@@ -70,6 +70,7 @@ class Shipper:
             self.settle(list(res.docs), res.holds, res.releases)
 
     def idle(self, now_s: float, final: bool = True) -> None:
+        self.tail.monotonic = lambda: now_s  # one clock that moves only as the test says
         rel = self.tail.idle(now_s, CTX, final=final)
         self.settle(list(rel.docs), rel.holds, rel.releases)
 

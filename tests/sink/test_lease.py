@@ -23,8 +23,8 @@ class Clock:
 def test_one_holder_at_a_time(es_client: Elasticsearch) -> None:
     name = f"job-{uuid.uuid4().hex[:8]}"
     clock = Clock()
-    a = Lease(es_client, name, ttl_s=30, holder="a", clock=clock)
-    b = Lease(es_client, name, ttl_s=30, holder="b", clock=clock)
+    a = Lease(es_client, name, ttl_s=30, holder="a", clock=clock, monotonic=clock)
+    b = Lease(es_client, name, ttl_s=30, holder="b", clock=clock, monotonic=clock)
     assert a.acquire()
     assert not b.acquire()
     clock.now += 20
@@ -41,8 +41,8 @@ def test_one_holder_at_a_time(es_client: Elasticsearch) -> None:
 def test_release_only_what_we_hold(es_client: Elasticsearch) -> None:
     name = f"job-{uuid.uuid4().hex[:8]}"
     clock = Clock()
-    a = Lease(es_client, name, ttl_s=30, holder="a", clock=clock)
-    b = Lease(es_client, name, ttl_s=30, holder="b", clock=clock)
+    a = Lease(es_client, name, ttl_s=30, holder="a", clock=clock, monotonic=clock)
+    b = Lease(es_client, name, ttl_s=30, holder="b", clock=clock, monotonic=clock)
     assert a.acquire()
     b.release()  # never held: nothing happens
     assert not b.acquire()

@@ -10,6 +10,7 @@ adding a module that subclasses :class:`Shipper`, and a line in
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class Tail(Protocol):
         key: registry key of the file (:func:`pipeline.shippers.identity.identify`).
         path: its current path.
         line_no: lines read so far.
+        offset: where the next read starts (bytes; in the decompressed stream of a ``.gz``).
         exhausted: a file read whole (compressed, binary) was read to its end; it is read again
             only when a file event says it changed.
     """
@@ -38,6 +40,7 @@ class Tail(Protocol):
     key: str
     path: str
     line_no: int
+    offset: int
     exhausted: bool
 
     @property
@@ -80,6 +83,7 @@ class ShipContext:
         doc_ctx: the documents' namespace (documents made without new lines).
         once: whole-file inputs are complete as found (``iolens run --once``): no wait for them
             to be stable. Read when a file is opened.
+        monotonic: monotonic seconds, for how long a file has been quiet or unchanged.
     """
 
     settings: Settings
@@ -90,6 +94,7 @@ class ShipContext:
     registry: Registry
     doc_ctx: DocContext
     once: bool = False
+    monotonic: Callable[[], float] = time.monotonic
 
 
 @dataclass(frozen=True)

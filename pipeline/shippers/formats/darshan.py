@@ -37,6 +37,7 @@ class DarshanShipper(Shipper):
             thresholds=Thresholds(ds.min_nprocs, ds.min_bytes_per_proc, ds.max_bytes_per_s),
             evidence=self.ctx.evidence,
             clock=self.ctx.clock,
+            monotonic=self.ctx.monotonic,
         )
         tail.resume(state.offset, state.line_no, state.cursor)
         return tail

@@ -60,7 +60,7 @@ class EventsShipper(Shipper):
         state = file.register()
         drop = file.drop
         host = host_for(file.named, Path(drop.path), drop.host, self.ctx.hostname)
-        tail = EventsTail(file.key, file.path, host, schema, model)
+        tail = EventsTail(file.key, file.path, host, schema, model, monotonic=self.ctx.monotonic)
         tail.resume(state.offset, state.line_no, state.cursor)
         return tail
 
@@ -69,7 +69,7 @@ class EventsShipper(Shipper):
     ) -> Iterator[LineResult]:
         """As :meth:`Shipper.ship`, noting when the file was last read (its quiet time)."""
         if isinstance(tail, EventsTail):
-            tail.last_read_s = now_ms / 1000
+            tail.mark_read(now_ms / 1000)
         return tail.process(chunk, ctx, now_ms)
 
     def idle(self, tails: Sequence[Tail], now_s: float, final: bool) -> Iterator[Idled]:
