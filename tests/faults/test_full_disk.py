@@ -111,7 +111,7 @@ class Acks:
 
 
 def test_documents_the_disk_refuses_are_held_unacknowledged_and_delivered_once(
-    tmpfs: Callable[[str, int], Path], client: Elasticsearch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, tmpfs: Callable[[str, int], Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     state = tmpfs("state", 256 << 10)
     index = f"faults-disk-{uuid.uuid4().hex[:6]}"
@@ -119,27 +119,28 @@ def test_documents_the_disk_refuses_are_held_unacknowledged_and_delivered_once(
     settings = SinkSettings(chunk_max_docs=20, max_retries=0, backoff_initial_s=0.01)
     roomy = DiskWatch(state, statvfs=lambda _: os.statvfs("/"))  # the reserve never refuses
     acks = Acks()
-    dead = Elasticsearch(f"http://127.0.0.1:{free_port()}", request_timeout=2)
-    sink = BulkSink(dead, settings, state, on_ack=acks, disk=roomy)
-    for d in docs:
-        if sink.full():
-            break
-        sink.add(d)
-    assert sink.full()  # the disk refused a segment: documents held, reading must wait
-    assert acks.ids == []  # neither spooled nor delivered: nothing acknowledged
-    spooled = sink.spool.pending()
-    assert 0 < spooled < len(docs)
-    assert not list((state / "spool").glob(".*.tmp"))
-    assert caplog.text.count(FULL) == 1
-    sink._client = client  # the cluster answers again
-    sink.flush()
-    sink.close()
-    dead.close()
-    assert not sink.full() and sink.spool.pending() == 0
-    added = sink.stats()[index]
-    assert sorted(acks.ids) == [d.doc_id for d in docs[: added.indexed]]
-    refresh(client, index)
-    got = client.search(index=index, size=1000, source=False)["hits"]["hits"]
+    server = EmbeddedServer(tmp_path / "noida", free_port())  # not started yet: the cluster is away
+    client = Elasticsearch(server.url, request_timeout=10)
+    sink = BulkSink(client, settings, state, on_ack=acks, disk=roomy)
+    try:
+        added = 0
+        while not sink.full():
+            sink.add(docs[added])
+            added += 1
+        assert acks.ids == []  # neither spooled nor delivered: nothing acknowledged
+        assert 0 < sink.spool.pending() < added  # the disk refused a segment: the rest is held
+        assert not list((state / "spool").glob(".*.tmp"))
+        assert caplog.text.count(FULL) == 1
+        server.start(timeout_s=30.0)  # the cluster answers
+        sink.flush()
+        sink.close()
+        assert not sink.full() and sink.spool.pending() == 0
+        assert sorted(acks.ids) == [d.doc_id for d in docs[:added]]  # each once
+        refresh(client, index)
+        got = client.search(index=index, size=1000, source=False)["hits"]["hits"]
+    finally:
+        client.close()
+        server.stop()
     assert sorted(h["_id"] for h in got) == sorted(acks.ids)
     assert caplog.text.count(ROOM) == 1
 
