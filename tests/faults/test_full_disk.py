@@ -5,7 +5,9 @@ cluster answers again, also by a run that starts on the full state directory.
 
 The acceptance case (``test_iolens_run_waits_on_a_full_disk_and_delivers_once``) keeps the
 40 s outage but reads 10 hosts of fio logs (about 9 MB, 1590 documents of about 2.3 kB: the
-1 MiB fills several times over); ``bench/full_disk.py`` runs it on about 100 MB."""
+1 MiB fills 3.5 times over), 2 there when the run starts and 8 written once the cluster is
+away (so the disk fills however fast the first are read); ``bench/full_disk.py`` runs the
+full-size case, 115 hosts (103 MB) there from the start."""
 
 from __future__ import annotations
 
