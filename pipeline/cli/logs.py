@@ -23,6 +23,17 @@ class _EcsJsonFormatter(logging.Formatter):
         return json.dumps(doc)
 
 
+def _without_transport_traces(record: logging.LogRecord) -> bool:
+    """Keep the client's own warnings (a node failed, a request is retried) to one line: the
+    connection error they carry is already in the message, its traceback says nothing more.
+    At DEBUG they are kept."""
+    quiet = logging.getLogger().getEffectiveLevel() > logging.DEBUG
+    if quiet and record.name.startswith("elastic_transport") and record.levelno < logging.ERROR:
+        record.exc_info = None
+        record.exc_text = None
+    return True
+
+
 def setup_logging(level: str, as_json: bool) -> None:
     """One logging setup for the process: UTC timestamps, or ECS JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
@@ -32,6 +43,7 @@ def setup_logging(level: str, as_json: bool) -> None:
         fmt = logging.Formatter("%(asctime)sZ %(levelname)s %(name)s: %(message)s")
         fmt.converter = time.gmtime
         handler.setFormatter(fmt)
+    handler.addFilter(_without_transport_traces)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

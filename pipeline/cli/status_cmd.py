@@ -22,6 +22,7 @@ from pipeline.sink.capabilities import detect
 from pipeline.sink.client import make_client, ping_url
 from pipeline.sink.cluster_id import cluster_id
 from pipeline.sink.deadletter import DeadLetters
+from pipeline.sink.disk import RESERVE_BYTES, free_bytes, too_full_to_open
 from pipeline.sink.notices import said
 from pipeline.sink.spool import Spool
 from pipeline.state_files import is_damage
@@ -89,10 +90,11 @@ def print_local(console: Console, state: Path) -> None:
                 table.add_row(st.path, str(st.offset), str(st.line_no), str(st.generation))
             reg.close()
     except sqlite3.Error as err:
-        problem = unreadable(path, err)
+        problem = unreadable(path, err, state)
     console.print(table)
     if problem:
         console.print(problem, highlight=False)
+    console.print(disk_line(state))
     spool = Spool(state / "spool")
     dead = DeadLetters(state / "deadletter")
     console.print(f"spool: {spool.pending()} documents waiting for the cluster")
@@ -105,17 +107,42 @@ def print_local(console: Console, state: Path) -> None:
             console.print(f"intervals waiting for merged percentiles: {dirty.count()}")
             dirty.close()
     except sqlite3.Error as err:
-        console.print(unreadable(path, err), highlight=False)
+        console.print(unreadable(path, err, state), highlight=False)
 
 
-def unreadable(path: Path, err: sqlite3.Error) -> str:
+def unreadable(path: Path, err: sqlite3.Error, state: Path) -> str:
     """What ``status`` says of the registry or jobs file ``path`` it cannot read."""
     if is_damage(err):
         return (
             f"{path} is damaged ({err}): the next iolens run or ingest moves it aside and "
             "starts a new one"
         )
-    return f"{path} cannot be read ({err})"
+    return f"{path} cannot be read ({err}){_why(err, state)}"
+
+
+def _why(err: sqlite3.Error, state: Path) -> str:
+    """``"; the state directory's disk is full"`` when that is why a state database of ``state``
+    cannot be opened; else nothing."""
+    return (
+        "; the state directory's disk is full" if too_full_to_open(err, free_bytes(state)) else ""
+    )
+
+
+def disk_line(state: Path) -> str:
+    """The free bytes of the state directory's file system, and whether it is full: the spool
+    has no room for one more segment as large as those it holds (it leaves
+    :data:`~pipeline.sink.disk.RESERVE_BYTES` to the state databases), so reading waits."""
+    free = free_bytes(state)
+    line = f"state directory {state}: {'unknown' if free is None else free} bytes free"
+    segments = [p.stat().st_size for p in (state / "spool").glob("seg-*.ndjson")]
+    segment = sum(segments) // len(segments) if segments else 0
+    if free is not None and free < RESERVE_BYTES + segment:
+        line += (
+            f", full (the spool leaves {RESERVE_BYTES} bytes to the state databases): iolens "
+            "run reads no new input until the spool is delivered; free space there or move "
+            "state_dir to a larger file system"
+        )
+    return line
 
 
 def print_cluster(console: Console, es: ElasticsearchSettings, state: Path) -> None:

@@ -19,6 +19,7 @@ interval twice nor hold it back for hours:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -27,6 +28,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pipeline.errors import ConfigError
+from pipeline.shippers.registry import WAL_PAGES
+from pipeline.sink.disk import is_disk_full
 from pipeline.state_files import open_checked, open_or_set_aside
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,7 @@ CREATE TABLE IF NOT EXISTS dirty_intervals (
 def _setup(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
+    db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")  # a small log reuses its space
     db.execute(_SCHEMA)
     columns = {row[1] for row in db.execute("PRAGMA table_info(dirty_intervals)")}
     if "seq" not in columns:  # a list written before touches were numbered
@@ -84,7 +88,12 @@ class DirtyIntervals:
         """Monotonic time of the last touch, for the intervals this process touched."""
 
     def touch(self, items: Iterable[tuple[int, int]]) -> None:
-        """Mark ``(interval_ms, start_ms)`` pairs dirty now (one transaction)."""
+        """Mark ``(interval_ms, start_ms)`` pairs dirty now (one transaction).
+
+        Raises:
+            sqlite3.OperationalError: the disk is full (nothing written; the database stays
+                usable).
+        """
         pairs = set(items)
         if not pairs:
             return
@@ -93,12 +102,17 @@ class DirtyIntervals:
             self._seq += 1
             rows = [(i, s, now, self._seq) for i, s in pairs]
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany(
-                "INSERT INTO dirty_intervals VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE "
-                "SET touched_s = excluded.touched_s, seq = excluded.seq",
-                rows,
-            )
-            self._db.execute("COMMIT")
+            try:
+                self._db.executemany(
+                    "INSERT INTO dirty_intervals VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE "
+                    "SET touched_s = excluded.touched_s, seq = excluded.seq",
+                    rows,
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
             for pair in pairs:
                 self._quiet_since[pair] = mono
 
@@ -113,9 +127,10 @@ class DirtyIntervals:
         now, mono = self._clock(), self._monotonic()
         with self._lock:
             # touched "in the future": the clock was set back since; quiet from now on
-            self._db.execute(
-                "UPDATE dirty_intervals SET touched_s = ? WHERE touched_s > ?", (now, now)
-            )
+            with contextlib.suppress(sqlite3.OperationalError):  # a full disk: next time
+                self._db.execute(
+                    "UPDATE dirty_intervals SET touched_s = ? WHERE touched_s > ?", (now, now)
+                )
             cur = self._db.execute(
                 "SELECT interval_ms, start_ms, touched_s FROM dirty_intervals "
                 "ORDER BY start_ms, interval_ms"
@@ -134,7 +149,16 @@ class DirtyIntervals:
         return now - touched_s if since is None else mono - since
 
     def clear(self, item: tuple[int, int], touched_before: int | None = None) -> None:
-        """Forget an interval, unless it was touched after the :meth:`mark` ``touched_before``."""
+        """Forget an interval, unless it was touched after the :meth:`mark` ``touched_before``.
+        On a full disk it stays dirty (merged again later, which is harmless)."""
+        try:
+            self._clear(item, touched_before)
+        except sqlite3.OperationalError as err:
+            if not is_disk_full(err):
+                raise
+            log.debug("interval %s stays dirty: the disk is full (%s)", item, err)
+
+    def _clear(self, item: tuple[int, int], touched_before: int | None) -> None:
         with self._lock:
             if touched_before is None:
                 cur = self._db.execute(
@@ -165,6 +189,7 @@ def open_dirty_intervals(
     *,
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
+    when_full: Callable[[Callable[[], DirtyIntervals]], DirtyIntervals] | None = None,
 ) -> DirtyIntervals:
     """Open ``<state_dir>/jobs.sqlite`` (as :class:`DirtyIntervals`, with ``clock`` and
     ``monotonic``); a damaged one is moved
@@ -173,13 +198,20 @@ def open_dirty_intervals(
     due. They are computed again when new histograms arrive for them, or when the files are
     read again (the registry moved aside too: nothing is indexed twice).
 
+    ``when_full(opener)`` opens it when given: it waits while the disk is too full for the file
+    (:func:`pipeline.sink.disk.open_when_room`), inside the check for damage.
+
     Raises:
         ConfigError: the file cannot be opened for another reason (a read-only or removed
             state directory), naming it and what to do.
     """
+
+    def opener() -> DirtyIntervals:
+        return DirtyIntervals(path, clock=clock, monotonic=monotonic)
+
     try:
         dirty, damaged = open_or_set_aside(
-            path, lambda: DirtyIntervals(path, clock=clock, monotonic=monotonic), clock
+            path, opener if when_full is None else lambda: when_full(opener), clock
         )
     except (OSError, sqlite3.Error) as err:
         raise ConfigError(

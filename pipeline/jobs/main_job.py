@@ -17,6 +17,7 @@ module wires them together and runs the loop.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import socket
 import threading
@@ -45,9 +46,11 @@ from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
 from pipeline.sink.cluster_id import cluster_id
+from pipeline.sink.disk import DiskWatch, open_when_room
 from pipeline.sink.documents import DocContext
 from pipeline.sink.notices import announce
 from pipeline.sink.sender import AsyncSink
+from pipeline.sink.spool_first import deliver_spool_first
 from pipeline.sink.templates import install, load_templates
 
 __all__ = ["MainJob", "RunSummary", "Tail", "lock_state_dir"]
@@ -86,6 +89,7 @@ class MainJob:
     ) -> None:
         state = Path(settings.state_dir)
         self._lock = lock_state_dir(state)
+        self.disk = DiskWatch(state)
         self.cluster = cluster_id(client)
         if install_templates:
             caps = detect(client)
@@ -93,8 +97,22 @@ class MainJob:
             install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
         self.monotonic = monotonic
-        self.registry = open_registry(state / "registry.sqlite", cluster=self.cluster)
-        self.dirty = open_dirty_intervals(state / "jobs.sqlite", clock=clock, monotonic=monotonic)
+        room = functools.partial(
+            deliver_spool_first, client.options(max_retries=0), settings.sink, state, self.disk
+        )
+        room()  # the spool first: delivered, it frees room for the rest
+        reg, jobs_db = state / "registry.sqlite", state / "jobs.sqlite"
+        self.registry = open_registry(
+            reg,
+            cluster=self.cluster,
+            when_full=lambda opener: open_when_room(opener, reg, self.disk, room),
+        )
+        self.dirty = open_dirty_intervals(
+            jobs_db,
+            clock=clock,
+            monotonic=monotonic,
+            when_full=lambda opener: open_when_room(opener, jobs_db, self.disk, room),
+        )
         self._watch = StateWatch(state, self._lock, [self.registry.path, self.dirty.path])
         self._told_elsewhere = False
         if self.cluster is None:
@@ -110,8 +128,8 @@ class MainJob:
             settings, state, host, clock, self._darshan_evidence, self.registry, self.ctx
         )
         self.shipping.monotonic = monotonic
-        self.files = FileSet(settings, self.registry, build_shippers(self.shipping))
-        self.delivery = Delivery(self.registry, self.files.find)
+        self.files = FileSet(settings, self.registry, build_shippers(self.shipping), self.disk)
+        self.delivery = Delivery(self.registry, self.files.find, self.dirty.touch, self.disk)
         self.sink = self._sink(client, settings, state)
         self.summary = RunSummary()
         self.health = Health(
@@ -131,6 +149,7 @@ class MainJob:
             state,
             on_ack=self._on_ack,
             target_bulk_s=settings.service_rate.target_bulk_s,
+            disk=self.disk,
         )
 
     def _redeliver(self) -> None:
@@ -202,9 +221,7 @@ class MainJob:
         keys = self.delivery.ack_lines(acked.file_refs)
         if acked.job_refs:
             self.jobs.latency.acknowledged(list(acked.job_refs))
-        self.dirty.touch(acked.intervals)
-        for key in keys:
-            self.delivery.commit(key)
+        self.delivery.acknowledged(acked.intervals, keys)
 
     def discover(self, path: Path, drop: DropSettings | None) -> Tail | None:
         """Start (or resume) tailing ``path`` (see :meth:`FileSet.discover`)."""
@@ -320,13 +337,24 @@ class MainJob:
                 errno.errorcode.get(failing[p], str(failing[p])),
             )
         for p in sorted(set(self.files.unidentified) - set(failing)):
-            log.warning("%s has no complete first line yet; it was not read", p)
+            if p in self.files.unregistered:
+                log.warning(
+                    "%s was not read: %s had no room for it (the state directory's disk is "
+                    "full); the next run reads it",
+                    p,
+                    self.registry.path,
+                )
+            else:
+                log.warning("%s has no complete first line yet; it was not read", p)
         self.files.unidentified.clear()
 
     def _tick(self) -> None:
-        """Every ``jobs.tick_s``: the state directory still there (or a ConfigError), files
-        not read to their end, quiet files, the pipeline's metrics and the scheduled jobs."""
+        """Every ``jobs.tick_s``: the state directory still there (or a ConfigError), commits
+        a full disk held back, files not read to their end, quiet files, the pipeline's metrics
+        and the scheduled jobs."""
         self._watch.check()
+        if self.delivery.waiting():
+            self.delivery.retry()  # commits a full disk held back
         for tail in list(self.files.tails.values()):
             if not tail.exhausted:
                 self.pump(tail)

@@ -25,10 +25,12 @@ from pipeline.delivery.commit import Delivery
 from pipeline.jobs.service_monitor import ServiceMonitor
 from pipeline.jobs.summary import RunSummary
 from pipeline.parsers.errors import ParseError
+from pipeline.records import LineRef
 from pipeline.shippers.discovery import FileSet
 from pipeline.shippers.formats.base import Shipper, Tail
-from pipeline.shippers.results import LineResult, Released
+from pipeline.shippers.results import BadLine, LineResult, Released
 from pipeline.shippers.tailer import LineTooLong, TailChunk
+from pipeline.sink.disk import is_disk_full
 from pipeline.sink.documents import DocContext
 from pipeline.sink.sender import AsyncSink
 
@@ -208,19 +210,36 @@ class Pump:
     def _line(self, key: str, res: LineResult) -> None:
         """One line's result: its bad line kept, its documents added, the line tracked."""
         self.summary.lines += 1
+        unkept = 0
         if res.bad is not None:
             self.summary.bad_lines += 1
-            log.warning("%s (kept in the dead-letter area)", res.bad.error)
-            self.sink.deadletters.write_input(
-                res.ref.path, res.ref.line_no, res.bad.error.reason, res.bad.raw, "parse"
-            )
-        waits = len(res.docs) if res.pending is None else res.pending
+            unkept = (
+                0 if self._keep_bad_line(res.ref, res.bad) else 1
+            )  # never acknowledged: not committed
+        waits = unkept + (len(res.docs) if res.pending is None else res.pending)
         self.delivery.track(key, res.ref.line_no, res.ref.end_offset, waits)
         self.delivery.settle(key, res.holds, res.releases)
         for doc in res.docs:
             self.sink.add(doc)
         if not waits or res.releases:
             self.delivery.commit(key)
+
+    def _keep_bad_line(self, ref: LineRef, bad: BadLine) -> bool:
+        """Keep the bad line ``ref`` in the dead-letter area; False when the disk is full (said
+        once): the line is then not committed, so the next run reads it again."""
+        try:
+            self.sink.deadletters.write_input(
+                ref.path, ref.line_no, bad.error.reason, bad.raw, "parse"
+            )
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            waiting = f"bad lines to keep (line {ref.line_no} of {ref.path} first)"
+            self.sink.disk.full("bad lines", self.sink.deadletters.inputs_path, waiting)
+            return False
+        log.warning("%s (kept in the dead-letter area)", bad.error)
+        self.sink.disk.ok("bad lines")
+        return True
 
     def idle(self, final: bool = False) -> None:
         """Let quiet files go of what they hold, and formats ship what is due without new

@@ -41,6 +41,7 @@ from typing import Any
 
 from pipeline.reducers.service_rate import Estimate, ServiceRateEstimator
 from pipeline.settings import ServiceRateSettings
+from pipeline.sink.disk import is_disk_full
 from pipeline.sink.stage_queue import End, StageQueue
 
 log = logging.getLogger(__name__)
@@ -241,7 +242,10 @@ class ServiceMonitor:
             tmp.write_text(json.dumps(self.snapshot(), indent=1), encoding="utf-8")
             os.replace(tmp, path)
         except OSError as err:
-            log.warning("cannot write %s: %s", path, err)
+            tmp.unlink(missing_ok=True)
+            if not is_disk_full(err):
+                log.warning("cannot write %s: %s", path, err)
+            # else: a full disk is said once by the sink; the rates are written again next time
 
 
 def _estimated_row(st: StageState) -> dict[str, Any]:

@@ -3,6 +3,7 @@ holds open there, watched for removal while it runs."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
@@ -60,8 +61,8 @@ def lock_state_dir(state: Path) -> IO[str]:
         ) from None
     fh.seek(0)
     fh.truncate()
-    fh.write(f"{os.getpid()}\n")
-    fh.flush()
+    with contextlib.suppress(OSError):  # a full disk: the lock holds, its pid is not shown
+        os.write(fh.fileno(), f"{os.getpid()}\n".encode())
     return fh
 
 

@@ -18,6 +18,7 @@ read of it).
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from pipeline.shippers.registry import FileState, Registry
 from pipeline.shippers.rotation import adopt_rotated, renamed_while_away
 from pipeline.shippers.unreadable import Unreadable
 from pipeline.shippers.watcher import DropWatcher
+from pipeline.sink.disk import DiskWatch, is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +47,23 @@ class FileSet:
         settings: the configuration (drops, ``shipper.fingerprint_bytes``).
         registry: what was read of each file.
         shippers: drop type -> its shipper (:func:`pipeline.shippers.formats.build_shippers`).
+        disk: told when the registry has no room for a new file (it is tried again later).
     """
 
     def __init__(
-        self, settings: Settings, registry: Registry, shippers: Mapping[str, Shipper]
+        self,
+        settings: Settings,
+        registry: Registry,
+        shippers: Mapping[str, Shipper],
+        disk: DiskWatch | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry
         self.shippers = shippers
+        self.disk = disk or DiskWatch(registry.path.parent)
+        self.unregistered: set[str] = set()
+        """Paths of :attr:`unidentified` that the registry had no room to register (a full
+        disk)."""
         self.tails: dict[str, Tail] = {}
         self.retired: dict[str, Tail] = {}
         self.drops: dict[str, DropSettings] = {}
@@ -102,6 +113,27 @@ class FileSet:
         key = self._key_of(str(path), drop)
         if key is None:
             return None
+        try:
+            tail = self._resume(key, path, drop)
+        except sqlite3.OperationalError as err:
+            if not is_disk_full(err):
+                raise
+            self.disk.full("new files", self.registry.path, f"new files ({path} first) to read")
+            self.unidentified[str(path)] = drop  # tried again, as a file not identified yet
+            self.unregistered.add(str(path))
+            return None
+        self.unregistered.discard(str(path))
+        if not self.unregistered:
+            self.disk.ok("new files")
+        return tail
+
+    def _resume(self, key: str, path: Path, drop: DropSettings) -> Tail | None:
+        """The tail of file ``key`` at ``path``: the one being read (followed when renamed) or
+        a new one (see :meth:`_open`).
+
+        Raises:
+            sqlite3.OperationalError: the registry cannot be written (a full disk).
+        """
         self._replaced(str(path), key)
         tail = self.tails.get(key)
         if tail is not None:

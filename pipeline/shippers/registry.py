@@ -14,7 +14,9 @@ whose lines went to another cluster is not resumed there: its offset means nothi
 cluster (:meth:`FileState.delivered_elsewhere`, :meth:`Registry.redeliver`).
 
 Storage: ``<state_dir>/registry.sqlite`` in WAL mode with ``synchronous=FULL``; every mutation is
-one transaction, so a committed value survives a crash of the process or the machine. For ``.gz``
+one transaction, so a committed value survives a crash of the process or the machine. A
+transaction the disk refuses (full) is rolled back and its error raised; the registry stays
+usable. For ``.gz``
 inputs (read whole, see :func:`pipeline.shippers.tailer.read_gzip_lines`) ``offset`` and
 ``size_seen`` count *decompressed* bytes.
 """
@@ -36,6 +38,11 @@ log = logging.getLogger(__name__)
 
 REGISTRY_FILE = "registry.sqlite"
 """File name of the registry inside ``state_dir``."""
+
+WAL_PAGES = 32
+"""Pages (4 KiB) the write-ahead log grows to before it is copied into the database and written
+again from its start: a WAL that stays small and reuses its space keeps commits going on a full
+state directory (SQLite's default, 1000 pages, outgrows a small one)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -159,10 +166,12 @@ class Registry:
         self._db = open_checked(self.path, self._setup)
 
     def _setup(self, db: sqlite3.Connection) -> None:
-        """WAL, full sync, the table and its newer columns (before the file is checked)."""
+        """WAL, full sync, a small log, the table and its newer columns (after the file was
+        checked)."""
         self._db = db
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
+        db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")  # a small log reuses its space
         db.execute(_SCHEMA)
         self._migrate()
 
@@ -190,10 +199,11 @@ class Registry:
             cur.execute("BEGIN IMMEDIATE")
             try:
                 yield cur
+                cur.execute("COMMIT")  # a full disk fails here, with the transaction still open
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    cur.execute("ROLLBACK")
                 raise
-            cur.execute("COMMIT")
 
     @staticmethod
     def _select(cur: sqlite3.Cursor, key: str) -> FileState | None:

@@ -16,12 +16,15 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pipeline.errors import ConfigError
 from pipeline.shippers.registry import Registry
 from pipeline.state_files import open_or_set_aside
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 OTHER_STATE = ("jobs.sqlite", "models")
 """What a run leaves in the state directory besides the registry: when they are there and the
@@ -33,6 +36,7 @@ def open_registry(
     *,
     clock: Callable[[], float] = time.time,
     cluster: str | None = None,
+    when_full: Callable[[Callable[[], Registry]], Registry] | None = None,
 ) -> Registry:
     """Open the registry at ``path`` (as :class:`Registry`); a damaged one (a torn write, a
     truncated file, garbage) is moved aside (:func:`pipeline.state_files.move_aside`) and a new
@@ -43,6 +47,9 @@ def open_registry(
     A missing registry in a state directory that holds what a run leaves (``jobs.sqlite``, a
     workload model) was removed or lost: it is started again with a warning too.
 
+    ``when_full(opener)`` opens it when given: it waits while the disk is too full for the file
+    (:func:`pipeline.sink.disk.open_when_room`), inside the check for damage.
+
     Raises:
         ConfigError: the registry cannot be opened for another reason (a read-only or removed
             state directory), or the damaged file cannot be moved aside; naming the file and
@@ -50,10 +57,12 @@ def open_registry(
     """
     path = Path(path)
     lost = _lost(path)
+
+    def opener() -> Registry:
+        return Registry(path, clock=clock, cluster=cluster)
+
     try:
-        registry, damaged = open_or_set_aside(
-            path, lambda: Registry(path, clock=clock, cluster=cluster), clock
-        )
+        registry, damaged = open_or_set_aside(path, _opener(opener, when_full), clock)
     except (OSError, sqlite3.Error) as err:
         raise ConfigError(
             f"registry {path} cannot be opened ({err}): make the state directory "
@@ -79,6 +88,15 @@ def open_registry(
             ", ".join(lost),
         )
     return registry
+
+
+def _opener(
+    opener: Callable[[], T], when_full: Callable[[Callable[[], T]], T] | None
+) -> Callable[[], T]:
+    """``opener``, or ``opener`` opened through ``when_full``."""
+    if when_full is None:
+        return opener
+    return lambda: when_full(opener)
 
 
 def _lost(path: Path) -> list[str]:

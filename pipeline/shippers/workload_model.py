@@ -18,6 +18,7 @@ from pipeline.records import Document
 from pipeline.reducers.canonical import Canonical
 from pipeline.reducers.request_cluster import Assignment, Clusterer
 from pipeline.settings import RequestsSettings
+from pipeline.sink.disk import is_disk_full
 from pipeline.sink.documents import DocContext
 from pipeline.sink.request_documents import model_documents
 
@@ -122,7 +123,12 @@ class WorkloadModel:
         )
 
     def save(self) -> None:
-        """Write the model to ``path`` (atomically: a temporary file renamed over it)."""
+        """Write the model to ``path`` (atomically: a temporary file renamed over it). On a
+        full disk it is left as it was and saved again next time.
+
+        Raises:
+            OSError: another failure to write it.
+        """
         state = {
             "clusterer": self.clusterer.state(),
             "measured": self.measured,
@@ -131,5 +137,12 @@ class WorkloadModel:
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            if not is_disk_full(err):
+                raise
+            self.changed = True  # saved again at the next snapshot or close
+            log.debug("workload model %s not saved (the disk is full): %s", self.path, err)

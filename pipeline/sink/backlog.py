@@ -8,6 +8,9 @@ turns true and the sink's owner stops taking documents until the cluster or the 
 again. :meth:`Backlog.drain` sends the spool, then the held documents; while that makes no
 progress, the next automatic try waits on the capped exponential schedule of
 :func:`~pipeline.sink.backoff.backoff_caps` (``sink.backoff_initial_s`` .. ``backoff_max_s``).
+
+A spool whose file system is full (:class:`~pipeline.sink.spool.SpoolDiskFull`) is full in the
+same way; :class:`~pipeline.sink.disk.DiskWatch` says so once, and once when it has room again.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pipeline.records import Document
 from pipeline.settings import SinkSettings
 from pipeline.sink.backoff import backoff_caps
-from pipeline.sink.spool import Spool, SpoolFull
+from pipeline.sink.disk import DiskWatch
+from pipeline.sink.spool import Spool, SpoolDiskFull, SpoolFull
 from pipeline.sink.stats import StreamCounts
 
 log = logging.getLogger(__name__)
@@ -62,12 +66,19 @@ class Backlog:
         settings: ``backoff_initial_s``, ``backoff_max_s`` (the retry schedule) and
             ``spool_max_bytes`` (named in the log).
         clock: monotonic seconds.
+        disk: says when the spool's file system is full (default: a watch of its own).
     """
 
     def __init__(
-        self, spool: Spool, counts: StreamCounts, settings: SinkSettings, clock: Callable[[], float]
+        self,
+        spool: Spool,
+        counts: StreamCounts,
+        settings: SinkSettings,
+        clock: Callable[[], float],
+        disk: DiskWatch | None = None,
     ) -> None:
         self.spool = spool
+        self.disk = disk or DiskWatch(spool.root.parent, clock=clock)
         self._counts = counts
         self._settings = settings
         self._clock = clock
@@ -98,6 +109,14 @@ class Backlog:
             return
         try:
             self.spool.put(docs)
+        except SpoolDiskFull as err:
+            waiting = (
+                f"{len(self._held) + len(docs)} documents held in memory and "
+                f"{self.spool.pending()} in the spool"
+            )
+            self.disk.full("spool", err.path, waiting)
+            self._held.extend(docs)
+            return
         except SpoolFull as err:
             if self._full_since is None:
                 self._full_since = self._clock()
@@ -119,6 +138,8 @@ class Backlog:
         attempt = _Pass(deliver, split)
         self.spool.drain(attempt)
         self._retry_held(attempt)
+        if not self._held:
+            self.disk.ok("spool")
         if not self._held and self._full_since is not None:
             log.warning(
                 "the spool takes documents again after %.0f s; reading resumes",
@@ -131,12 +152,16 @@ class Backlog:
         """Drop the held documents unacknowledged, with an error (at close: they are read again
         from their files next time) and counted as ``unsent``."""
         if self._held:
+            why = (
+                f"the disk of the state directory {self.disk.root} is full"
+                if self.disk.is_full()
+                else f"the spool is full, sink.spool_max_bytes = {self._settings.spool_max_bytes}"
+            )
             log.error(
-                "%s documents were neither delivered nor spooled (the spool is full, "
-                "sink.spool_max_bytes = %s): they were not acknowledged, so they are "
-                "read again from their files on the next run",
+                "%s documents were neither delivered nor spooled (%s): they were not "
+                "acknowledged, so they are read again from their files on the next run",
                 len(self._held),
-                self._settings.spool_max_bytes,
+                why,
             )
             self._counts.add(self._held, "unsent")
             self._held = []

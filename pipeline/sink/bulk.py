@@ -44,6 +44,7 @@ from pipeline.sink.backlog import Backlog
 from pipeline.sink.backoff import backoff_delays
 from pipeline.sink.bulk_request import send_chunk
 from pipeline.sink.deadletter import DeadLetters, Rejection
+from pipeline.sink.disk import DiskWatch, is_disk_full
 from pipeline.sink.hooks import SinkHooks, ignore_acks
 from pipeline.sink.outcome import Outcome
 from pipeline.sink.responses import BulkItem
@@ -89,11 +90,13 @@ class BulkSink:
         self._sleep = hooks.get("sleep", time.sleep)
         self._rng = hooks.get("rng", random.random)
         self._counts = StreamCounts()
+        self.disk = hooks.get("disk") or DiskWatch(state_dir, clock=self._clock)
         self._backlog = Backlog(
-            Spool(state_dir / "spool", settings.spool_max_bytes),
+            Spool(state_dir / "spool", settings.spool_max_bytes, statvfs=self.disk.statvfs),
             self._counts,
             settings,
             self._clock,
+            self.disk,
         )
         self.spool = self._backlog.spool
         self.deadletters = DeadLetters(state_dir / "deadletter")
@@ -221,9 +224,25 @@ class BulkSink:
     def _dead_letter_not_json(self, doc: Document, err: ValueError) -> None:
         """Dead-letter ``doc`` (refused by :func:`expand`) with its values as text; settled."""
         text = Document(doc.index, doc.doc_id, as_text(doc.source), doc.refs)
-        self.deadletters.write_document(text, 0, "not_json", str(err), STAGE)
+        if not self._write_dead_letter(text, 0, "not_json", str(err)):
+            self._counts.add([doc], "unsent")  # not acknowledged: read again next time
+            return
         self._counts.add([doc], "dead_lettered")
         self._on_ack([doc])
+
+    def _write_dead_letter(
+        self, doc: Document, status: int, error_type: str | None, reason: str | None
+    ) -> bool:
+        """Write ``doc`` to the dead-letter area; False when the disk is full (said once)."""
+        try:
+            self.deadletters.write_document(doc, status, error_type, reason, STAGE)
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            self.disk.full("dead letters", self.deadletters.documents_path, "rejected documents")
+            return False
+        self.disk.ok("dead letters")
+        return True
 
     def _buffer(self, doc: Document, nbytes: int) -> None:
         """Append ``doc`` (``nbytes`` of NDJSON) to the buffer; send it once it is a chunk."""
@@ -318,8 +337,10 @@ class BulkSink:
             elif rejected is not None:
                 rejected.append(Rejection(it.doc, it.status, it.error_type, it.reason))
                 continue
+            elif not self._write_dead_letter(it.doc, it.status, it.error_type, it.reason):
+                retry.append(it.doc)  # no room for it: tried again like a 429
+                continue
             else:
-                self.deadletters.write_document(it.doc, it.status, it.error_type, it.reason, STAGE)
                 self._counts.add([it.doc], "dead_lettered")
             settled.append(it.doc)
         if settled and rejected is None:

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline.records import Document
-from pipeline.sink.spool import compact_json, document_from_dict, fsync_dir, ref_to_dict
+from pipeline.sink.disk import fsync_dir
+from pipeline.sink.spool import compact_json, document_from_dict, ref_to_dict
 
 log = logging.getLogger(__name__)
 
@@ -148,13 +149,7 @@ class DeadLetters:
         return self.root / INPUTS
 
     def _append(self, path: Path, entry: Mapping[str, Any]) -> None:
-        data = (compact_json(entry) + "\n").encode("utf-8")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_whole(path, (compact_json(entry) + "\n").encode("utf-8"))
 
     def _entry(
         self, doc: Document, status: int, error_type: str | None, reason: str | None, stage: str
@@ -325,12 +320,29 @@ class DeadLetters:
         return len(batch) - len(rejected)
 
     def _append_raw(self, line: str) -> None:
-        fd = os.open(self.documents_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        append_whole(self.documents_path, (line.rstrip("\n") + "\n").encode("utf-8"))
+
+
+def append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` (created when missing) and fsync it: all of it or, when the
+    disk refuses part of it (full), none (the file is cut back to its former end).
+
+    Raises:
+        OSError: the disk refused the write.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        end = os.fstat(fd).st_size
         try:
-            os.write(fd, (line.rstrip("\n") + "\n").encode("utf-8"))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
-        finally:
-            os.close(fd)
+        except OSError:
+            os.ftruncate(fd, end)
+            raise
+    finally:
+        os.close(fd)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TypedDict
 
 from pipeline.records import Document
+from pipeline.sink.disk import DiskWatch
 
 
 class SinkHooks(TypedDict, total=False):
@@ -21,12 +22,15 @@ class SinkHooks(TypedDict, total=False):
         clock: monotonic seconds (default ``time.monotonic``).
         sleep: blocks for a backoff delay in seconds (default ``time.sleep``).
         rng: uniform [0, 1] for the backoff jitter (default ``random.random``).
+        disk: says when the state directory's disk is full (default: a watch of the sink's
+            own state directory).
     """
 
     on_ack: Callable[[Sequence[Document]], None]
     clock: Callable[[], float]
     sleep: Callable[[float], None]
     rng: Callable[[], float]
+    disk: DiskWatch
 
 
 def ignore_acks(docs: Sequence[Document]) -> None:

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pipeline.sink.disk import is_disk_full
+
 log = logging.getLogger(__name__)
 
 NOTICES_FILE = "notices.json"
@@ -72,8 +74,10 @@ def announce(
     Returns:
         The messages said for the first time, in order.
 
+    A full disk only means the new ones are not remembered (they are said again next time).
+
     Raises:
-        OSError: ``notices.json`` cannot be written.
+        OSError: ``notices.json`` cannot be written for another reason.
     """
     path = Path(state_dir) / NOTICES_FILE
     known = _load(path)
@@ -87,6 +91,12 @@ def announce(
     mine.update((m, stamp) for m in new)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if not is_disk_full(err):
+            raise
+        log.debug("%s not written (the disk is full): %s", path, err)
     return new

@@ -41,6 +41,7 @@ from pipeline.records import Document
 from pipeline.settings import SinkSettings
 from pipeline.sink.bulk import BulkSink
 from pipeline.sink.deadletter import DeadLetters, Rejection
+from pipeline.sink.disk import DiskWatch
 from pipeline.sink.hooks import SinkHooks, ignore_acks
 from pipeline.sink.spool import Spool
 from pipeline.sink.stage_queue import StageQueue
@@ -164,6 +165,11 @@ class AsyncSink:
     def spool(self) -> Spool:
         """The sink's spool."""
         return self.sink.spool
+
+    @property
+    def disk(self) -> DiskWatch:
+        """What waits because the state directory's disk is full."""
+        return self.sink.disk
 
     @property
     def deadletters(self) -> DeadLetters:

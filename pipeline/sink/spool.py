@@ -13,8 +13,14 @@ waits, as a Filebeat disk queue that reached its ``max_size`` blocks its inputs.
 dropped; documents a stopped process could neither deliver nor spool were never acknowledged,
 so they are read again from their files.
 
+The spool also leaves :data:`~pipeline.sink.disk.RESERVE_BYTES` of its file system free for
+the state databases: a segment that would eat into them, or whose write the disk refuses
+(``ENOSPC``), raises :class:`SpoolDiskFull`, a :class:`SpoolFull`, and the sink holds the
+documents and waits as for the bound.
+
 Segments are written to a temporary name, fsync'ed and renamed into place (and the directory is
-fsync'ed), so a crash leaves either a whole segment or none. :meth:`Spool.drain` deletes a segment
+fsync'ed), so a crash leaves either a whole segment or none; a write that fails half-way removes
+its temporary file and counts nothing as spooled. :meth:`Spool.drain` deletes a segment
 only after its documents were delivered; a crash in between re-sends them, which is harmless
 because every action is a ``create`` with a deterministic ``_id`` (a replay is a 409, elastic.md
 §6.5). This mirrors the Logstash persistent queue's page files (elastic.md §6.2).
@@ -39,6 +45,14 @@ from typing import Any
 import orjson
 
 from pipeline.records import Document, LineRef
+from pipeline.sink.disk import (
+    RESERVE_BYTES,
+    Statvfs,
+    free_bytes,
+    fsync_dir,
+    is_disk_full,
+    write_atomically,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +78,30 @@ class SpoolFull(Exception):
         self.size = size
         self.needed = needed
         self.max_bytes = max_bytes
+        self.advice = "raise sink.spool_max_bytes to spool more"
+        """What the user can do about it."""
+
+
+class SpoolDiskFull(SpoolFull):
+    """The spool's file system has no room for a segment (less than the reserve would be left
+    free, or the disk refused the write).
+
+    Attributes:
+        free: bytes free on the file system (None: unknown).
+        path: the segment that was not written.
+    """
+
+    def __init__(
+        self, root: Path, size: int, needed: int, free: int | None, path: Path, reserve: int
+    ) -> None:
+        SpoolFull.__init__(self, root, size, needed, 0)
+        self.args = (
+            f"the file system of the spool {root} is full: {free} bytes free, a segment of "
+            f"{needed} bytes would leave less than the {reserve} kept for the state databases",
+        )
+        self.free = free
+        self.path = path
+        self.advice = "free space there or move state_dir to a larger file system"
 
 
 def _default(obj: object) -> object:
@@ -159,36 +197,6 @@ def document_from_dict(data: Mapping[str, Any], source_key: str = "source") -> D
     )
 
 
-def write_atomically(path: Path, lines: Iterable[str]) -> None:
-    """Write ``lines`` (each without its newline) to ``path`` via temp file + fsync + rename.
-
-    The directory is fsync'ed afterwards so the rename itself survives a crash.
-    """
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for line in lines:
-            fh.write(line)
-            fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory so that renames and unlinks in it are durable (no-op where unsupported)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class Spool:
     """Append-only NDJSON segments of undelivered documents under ``<state_dir>/spool/``.
 
@@ -198,15 +206,30 @@ class Spool:
         root: the spool directory (created if missing).
         max_bytes: most bytes of segments kept; ``None`` = unbounded. A spool left larger by an
             earlier process (with a larger bound) is drained, not truncated.
+        reserve_bytes: bytes of the file system the spool leaves free (for the state databases).
+        statvfs: ``os.statvfs`` (a fake in tests).
     """
 
-    def __init__(self, root: Path, max_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        max_bytes: int | None = None,
+        *,
+        reserve_bytes: int = RESERVE_BYTES,
+        statvfs: Statvfs = os.statvfs,
+    ) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
+        for tmp in self.root.glob(".seg-*.tmp"):  # a write cut short by a crash
+            tmp.unlink(missing_ok=True)
         self.max_bytes = max_bytes
+        self.reserve_bytes = reserve_bytes
+        self._statvfs = statvfs
         self._lock = threading.RLock()
         self._counts: dict[Path, int] = {}
         self._sizes: dict[Path, int] = {}
+        self._gone: dict[Path, set[str]] = {}
+        """Ids of documents delivered from a segment the full disk did not let be rewritten."""
         for seg in self._segments():
             self._counts[seg] = _count_lines(seg)
             self._sizes[seg] = seg.stat().st_size
@@ -223,6 +246,7 @@ class Spool:
 
         Raises:
             SpoolFull: the segment would take the spool past ``max_bytes`` (nothing written).
+            SpoolDiskFull: the file system has no room for it (nothing written, nothing counted).
             OSError: the disk refused the write (the caller must not acknowledge the documents).
             TypeError, ValueError: a source cannot be serialised (see :func:`compact_json`).
         """
@@ -235,12 +259,30 @@ class Spool:
             if self.max_bytes is not None and size + needed > self.max_bytes:
                 raise SpoolFull(self.root, size, needed, self.max_bytes)
             seg = self.root / f"seg-{self._next_seq:012d}.ndjson"
+            self._write(seg, lines, size, needed)
             self._next_seq += 1
-            write_atomically(seg, lines)
             self._counts[seg] = len(lines)
             self._sizes[seg] = needed
         log.info("spooled %s documents to %s", len(lines), seg)
         return seg
+
+    def _write(self, seg: Path, lines: list[str], size: int, needed: int) -> None:
+        """Write segment ``seg`` unless that leaves less than the reserve free.
+
+        Raises:
+            SpoolDiskFull: no room (nothing written).
+            OSError: another refusal of the disk (nothing written).
+        """
+        free = free_bytes(self.root, self._statvfs)
+        if free is not None and free - needed < self.reserve_bytes:
+            raise SpoolDiskFull(self.root, size, needed, free, seg, self.reserve_bytes)
+        try:
+            write_atomically(seg, lines)
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            free = free_bytes(self.root, self._statvfs)
+            raise SpoolDiskFull(self.root, size, needed, free, seg, self.reserve_bytes) from err
 
     def pending(self) -> int:
         """Number of documents waiting in the spool."""
@@ -271,13 +313,13 @@ class Spool:
         with self._lock:
             for seg in list(self._counts):
                 try:
-                    docs = _read_segment(seg)
+                    docs = self._unsent(seg)
                 except (ValueError, KeyError, TypeError) as err:
                     self._quarantine(seg, err)
                     continue
                 remaining = send(docs)
                 delivered += len(docs) - len(remaining)
-                if self._keep_rest(seg, len(docs), remaining):
+                if self._keep_rest(seg, docs, remaining):
                     break  # the cluster is evidently still in trouble
         if delivered:
             log.info("delivered %s spooled documents; %s still spooled", delivered, self.pending())
@@ -289,19 +331,43 @@ class Spool:
         log.error("spool segment %s is unreadable (%s); moved to %s", seg, err, bad)
         os.replace(seg, bad)
         del self._counts[seg], self._sizes[seg]
+        self._gone.pop(seg, None)
 
-    def _keep_rest(self, seg: Path, sent: int, remaining: list[Document]) -> bool:
-        """After ``sent`` documents of ``seg`` went out: delete it when none remain (False),
-        else rewrite it with the ``remaining`` ones (True: draining stops)."""
+    def _unsent(self, seg: Path) -> list[Document]:
+        """The documents of ``seg`` not delivered yet by this process.
+
+        Raises:
+            ValueError, KeyError, TypeError: the segment cannot be parsed.
+        """
+        gone = self._gone.get(seg, set())
+        return [d for d in _read_segment(seg) if d.doc_id not in gone]
+
+    def _keep_rest(self, seg: Path, sent: list[Document], remaining: list[Document]) -> bool:
+        """After the documents ``sent`` of ``seg`` went out: delete it when none remain
+        (False), else rewrite it with the ``remaining`` ones (True: draining stops). When the
+        disk has no room for the rewrite, the segment is kept as it is and the documents that
+        left it are remembered, so this process neither sends nor acknowledges them twice."""
         if not remaining:
             seg.unlink()
             fsync_dir(self.root)
             del self._counts[seg], self._sizes[seg]
+            self._gone.pop(seg, None)
             return False
-        if len(remaining) < sent:
-            write_atomically(seg, [compact_json(document_to_dict(d)) for d in remaining])
+        if len(remaining) < len(sent):
+            try:
+                write_atomically(seg, [compact_json(document_to_dict(d)) for d in remaining])
+            except OSError as err:
+                if not is_disk_full(err):
+                    raise
+                log.debug("%s kept as it was: no room to rewrite it (%s)", seg, err)
+                left = {d.doc_id for d in remaining}
+                self._gone.setdefault(seg, set()).update(
+                    d.doc_id for d in sent if d.doc_id not in left
+                )
+            else:
+                self._gone.pop(seg, None)
+                self._sizes[seg] = seg.stat().st_size
             self._counts[seg] = len(remaining)
-            self._sizes[seg] = seg.stat().st_size
         return True
 
     def iter_documents(self) -> Iterable[Document]:
@@ -309,7 +375,7 @@ class Spool:
         with self._lock:
             segments = list(self._counts)
         for seg in segments:
-            yield from _read_segment(seg)
+            yield from self._unsent(seg)
 
 
 def _seq(seg: Path) -> int:
