@@ -28,7 +28,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import Literal, Protocol
 
 from pipeline.reducers.queue_sampling import HISTORY, PeriodTuner, QueueEnd
 from pipeline.reducers.rate_filters import (
@@ -49,6 +49,7 @@ __all__ = [
     "Moments",
     "PeriodTuner",
     "QueueEnd",
+    "RateEstimator",
     "ServiceRateEstimator",
     "gaussian_taps",
     "log_taps",
@@ -93,6 +94,11 @@ class Estimate:
         utilisation: items moved per second over all periods at the tuned ``T`` (blocked
             ones included) divided by ``rate_per_s``: about the stage's utilisation, too
             high when the rate is underestimated; None when the rate is 0.
+        estimator: which method made it: ``"adaptive"`` (:class:`ServiceRateEstimator`) or
+            ``"seed"`` (:class:`pipeline.reducers.seed_rate.SeedRateEstimator`).
+        method_failed: the seed method concluded it cannot monitor this end (no sampling
+            period passed its test, seed §IV-A); ``rate_per_s`` is then the last converged
+            rate (0.0 without one) and ``converged`` is False.
     """
 
     rate_per_s: float
@@ -110,6 +116,25 @@ class Estimate:
     span_s: float
     stderr_per_s: float
     utilisation: float | None
+    estimator: Literal["adaptive", "seed"] = "adaptive"
+    method_failed: bool = False
+
+
+class RateEstimator(Protocol):
+    """What a monitor needs of an estimator (the adaptive and the seed method)."""
+
+    @property
+    def period_s(self) -> float:
+        """How long to wait before the next :meth:`observe`, s."""
+        ...
+
+    def observe(self, count: int, blocked: bool, period_s: float) -> Estimate | None:
+        """Account one period; an estimate when there is one to report."""
+        ...
+
+    def current(self) -> Estimate | None:
+        """The estimate in progress."""
+        ...
 
 
 class ServiceRateEstimator:
