@@ -74,3 +74,36 @@ def test_the_bottleneck_follows_the_queue_then_the_utilisation() -> None:
     produce.estimate, sink.estimate = estimate(20.0), estimate(12.5)
     assert (produce.utilisation(), sink.utilisation()) == (0.5, 0.8)
     assert m.bottleneck() == "sink"
+
+
+def test_the_method_setting_picks_the_estimator() -> None:
+    from pipeline.jobs.service_monitor import make_estimator
+    from pipeline.reducers.seed_rate import SeedRateEstimator
+    from pipeline.reducers.service_rate import ServiceRateEstimator
+
+    assert type(make_estimator(ServiceRateSettings())) is ServiceRateEstimator
+    assert type(make_estimator(ServiceRateSettings(method="seed"))) is SeedRateEstimator
+
+
+def test_a_failure_of_the_seed_method_is_reported_once_and_the_last_rate_kept() -> None:
+    from dataclasses import replace
+
+    outcomes: list[tuple[str, bool]] = []
+    q: StageQueue[int] = StageQueue(10)
+    m = ServiceMonitor(
+        [("sink", "sink", q, "head")],
+        ServiceRateSettings(method="seed"),
+        on_estimate=lambda st, e: outcomes.append((st.stage, e.method_failed)),
+    )
+    st = m.stages["sink"]
+    failure = replace(estimate(20.0), converged=False, method_failed=True, estimator="seed")
+    m._outcome(st, estimate(20.0))
+    m._outcome(st, failure)
+    m._outcome(st, failure)  # a starved end fails again every few periods: said once
+    row = m.snapshot()["stages"]["sink"]
+    assert (row["failures"], row["method_failed"], row["estimates"]) == (2, True, 1)
+    assert row["estimate"]["rate_per_s"] == 20.0  # the last converged rate is kept
+    assert outcomes == [("sink", False), ("sink", True)]
+    m._outcome(st, estimate(30.0))
+    row = m.snapshot()["stages"]["sink"]
+    assert (row["failures"], row["method_failed"], row["estimates"]) == (2, False, 2)
