@@ -1,7 +1,9 @@
 """The two service-rate estimators side by side on the queue simulator (seed 003).
 
-``adaptive`` (:class:`pipeline.reducers.service_rate.ServiceRateEstimator`, the default) and
-``seed`` (:class:`pipeline.reducers.seed_rate.SeedRateEstimator`, the seed as written) run on
+``adaptive`` (:class:`pipeline.reducers.service_rate.ServiceRateEstimator`, the default, fed
+how long the end waited in each period as the pipeline's queue measures it), the same without
+the waits (``adaptive, no waits``: only periods without waiting, as before) and ``seed``
+(:class:`pipeline.reducers.seed_rate.SeedRateEstimator`, the seed as written) run on
 the same simulated queues (:mod:`pipeline.reducers.service_rate_sim`, reading end, capacity 64,
 first period 1 ms, longest 10 ms): offered loads 0.3 to 1.5 with deterministic and exponential
 service at 10 000 items/s, and rate changes 10k -> 14k and 14k -> 10k at offered load 0.7 and
@@ -35,10 +37,12 @@ from pipeline.reducers.seed_rate import SeedRateEstimator  # noqa: E402
 from pipeline.reducers.service_rate import RateEstimator, ServiceRateEstimator  # noqa: E402
 from pipeline.reducers.service_rate_sim import Scenario, SimResult, simulate  # noqa: E402
 
-METHODS: dict[str, Callable[[], RateEstimator]] = {
-    "adaptive": ServiceRateEstimator,
-    "seed": SeedRateEstimator,
+METHODS: dict[str, tuple[Callable[[], RateEstimator], bool]] = {
+    "adaptive": (ServiceRateEstimator, True),
+    "adaptive, no waits": (ServiceRateEstimator, False),
+    "seed": (SeedRateEstimator, False),
 }
+"""Each method's estimator and whether the monitor reports how long the end waited."""
 
 
 @dataclass(frozen=True)
@@ -115,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("|---|---|---|---|---|---|---|")
     for case in cases():
-        for method, make in METHODS.items():
-            runs = [simulate(case.scenario(seed), make) for seed in range(args.seeds)]
+        for method, (make, waits) in METHODS.items():
+            runs = [simulate(case.scenario(seed), make, waits=waits) for seed in range(args.seeds)]
             print(row(case, method, runs), flush=True)
     return 0
 

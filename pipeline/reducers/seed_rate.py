@@ -145,7 +145,9 @@ class SeedRateEstimator:
         """The sampling period ``T`` the monitor waits between calls, s."""
         return self.tuner.period_s
 
-    def observe(self, count: int, blocked: bool, period_s: float) -> Estimate | None:
+    def observe(
+        self, count: int, blocked: bool, period_s: float, waited_s: float | None = None
+    ) -> Estimate | None:
         """Account one period; a converged estimate (then restart), a failure (an estimate
         with ``method_failed``; then tuning starts again), or None.
 
@@ -153,6 +155,7 @@ class SeedRateEstimator:
             count: items the end moved in the period.
             blocked: whether the end waited in it.
             period_s: its realised length, s.
+            waited_s: ignored: the seed uses only periods without waiting.
 
         Raises:
             ValueError: ``count < 0`` or ``period_s <= 0``.

@@ -128,7 +128,9 @@ class RateEstimator(Protocol):
         """How long to wait before the next :meth:`observe`, s."""
         ...
 
-    def observe(self, count: int, blocked: bool, period_s: float) -> Estimate | None:
+    def observe(
+        self, count: int, blocked: bool, period_s: float, waited_s: float | None = None
+    ) -> Estimate | None:
         """Account one period; an estimate when there is one to report."""
         ...
 
@@ -173,6 +175,8 @@ class ServiceRateEstimator:
         miss_tol, band, min_blocked, freeze_after: the period tuner's, see
             :class:`PeriodTuner`.
         retune: tune the period again after each report (else keep the first tuned ``T``).
+        max_wait: with measured waits (``observe(waited_s=...)``), a period is usable when the
+            end waited at most this fraction of it (0.8; 0 keeps only periods without waiting).
 
     Raises:
         ValueError: ``q`` outside (0, 1), ``window`` shorter than the smoother,
@@ -198,6 +202,7 @@ class ServiceRateEstimator:
         min_blocked: int = 2,
         freeze_after: int = 10,
         retune: bool = True,
+        max_wait: float = 0.8,
     ) -> None:
         _check(q, window, min_updates, tol, max_stderr)
         self.tuner = PeriodTuner(
@@ -212,6 +217,7 @@ class ServiceRateEstimator:
         self.window, self.q, self.tol, self.min_updates = window, q, tol, min_updates
         self.mean_min_usable, self.min_usable, self.retune = mean_min_usable, min_usable, retune
         self.max_stderr, self._z = max_stderr, NormalDist().inv_cdf(q)
+        self.max_wait = max_wait
         self._rates: deque[float] = deque(maxlen=window)
         self._estimates: deque[float] = deque(maxlen=len(LOG_TAPS))
         self._forget()
@@ -241,7 +247,9 @@ class ServiceRateEstimator:
         if self.retune:
             self.tuner.restart()
 
-    def observe(self, count: int, blocked: bool, period_s: float) -> Estimate | None:
+    def observe(
+        self, count: int, blocked: bool, period_s: float, waited_s: float | None = None
+    ) -> Estimate | None:
         """Account one period; the estimate when it converges (then restart), else None.
 
         Args:
@@ -249,16 +257,26 @@ class ServiceRateEstimator:
             blocked: whether the end had to wait in that period (queue empty on a read, full
                 on a write).
             period_s: the realised length of the period, s.
+            waited_s: how long the end waited in the period, s, when it was measured. A
+                period in which it waited at most ``max_wait`` of its length is then usable,
+                its rate taken over the time it worked (``count / (period_s - waited_s)``);
+                None: only periods without waiting are usable.
 
         Raises:
-            ValueError: ``count < 0`` or ``period_s <= 0``.
+            ValueError: ``count < 0``, ``period_s <= 0`` or ``waited_s`` outside
+                ``[0, period_s]``.
         """
         if count < 0 or not period_s > 0:
             raise ValueError(f"need count >= 0 and period_s > 0, got {count}, {period_s}")
+        busy_s = period_s
+        if waited_s is not None:
+            if not 0 <= waited_s <= period_s:
+                raise ValueError(f"need 0 <= waited_s <= period_s, got {waited_s}, {period_s}")
+            blocked, busy_s = waited_s > self.max_wait * period_s, period_s - waited_s
         if not self.tuner.frozen:
             self.tuner.observe(period_s, blocked)
             return None
-        if not self._sample(count, blocked, period_s) or len(self._rates) < self.window:
+        if not self._sample(count, blocked, period_s, busy_s) or len(self._rates) < self.window:
             return None
         self._update()
         if not self._converged():
@@ -267,8 +285,9 @@ class ServiceRateEstimator:
         self.restart()
         return done
 
-    def _sample(self, count: int, blocked: bool, period_s: float) -> bool:
-        """Account a period at the tuned ``T``; whether its rate was usable (and kept)."""
+    def _sample(self, count: int, blocked: bool, period_s: float, busy_s: float) -> bool:
+        """Account a period at the tuned ``T``; whether its rate (over ``busy_s``) was usable
+        (and kept)."""
         start_s = self._elapsed_s
         self._elapsed_s += period_s
         self._moved += count
@@ -278,7 +297,7 @@ class ServiceRateEstimator:
         if self._first_s is None:
             self._first_s = start_s
         self._samples += 1
-        rate = count / period_s
+        rate = count / busy_s
         self._rates.append(rate)
         if self._samples > 1:
             self._ssd += (rate - self._rates[-2]) ** 2

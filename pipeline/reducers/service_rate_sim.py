@@ -184,8 +184,13 @@ def _scored(sc: Scenario, t_s: float, e: Estimate) -> Scored:
 def simulate(
     sc: Scenario,
     estimator: Callable[[], RateEstimator] = ServiceRateEstimator,
+    *,
+    waits: bool = False,
 ) -> SimResult:
     """Run the monitor and a fresh ``estimator()`` on the reading end of ``sc``'s queue.
+
+    With ``waits`` the monitor also reports how long the consumer waited in each period
+    (``observe(waited_s=...)``, as :class:`pipeline.sink.stage_queue.StageQueue` measures it).
 
     Each converged estimate is scored against the service rate at the end of its last period;
     one whose clean periods started before ``change_at_s`` and ended after it is ``mixed``.
@@ -208,7 +213,8 @@ def simulate(
         last = bisect_left(pops, end, lo=first)
         blocked = _starved_within(trace, t, end)
         periods += 1
-        e = est.observe(last - first, blocked, real)
+        waited = min(_waited_within(trace, t, end), real) if waits else None
+        e = est.observe(last - first, blocked, real, waited)
         if e is not None and e.method_failed:
             failed.append(end)
         elif e is not None:
@@ -228,6 +234,16 @@ def _starved_within(trace: Trace, t: float, end: float) -> bool:
     """Whether the consumer waited on an empty FIFO during ``[t, end)``."""
     k = bisect_right(trace.starved_to_s, t)
     return k < len(trace.starved_from_s) and trace.starved_from_s[k] < end
+
+
+def _waited_within(trace: Trace, t: float, end: float) -> float:
+    """How long the consumer waited on an empty FIFO during ``[t, end)``, s."""
+    k = bisect_right(trace.starved_to_s, t)
+    waited = 0.0
+    while k < len(trace.starved_from_s) and trace.starved_from_s[k] < end:
+        waited += min(end, trace.starved_to_s[k]) - max(t, trace.starved_from_s[k])
+        k += 1
+    return waited
 
 
 @dataclass(frozen=True)

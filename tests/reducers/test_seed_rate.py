@@ -92,3 +92,30 @@ def test_the_seed_method_reconverges_after_the_rate_drops() -> None:
     after = [s for s in res.estimates if s.time_s - s.estimate.span_s >= 2.0]
     assert any(abs(s.error) <= 0.10 for s in after)  # what the bench calls re-converged
     assert all(s.true_per_s == 10_000.0 for s in after)
+
+
+def test_with_measured_waits_the_adaptive_method_reconverges_after_the_rate_rises() -> None:
+    # 10k -> 14k at offered load 0.7: the stage is then used at 0.5 and its periods without
+    # any wait are rare and slow (-25 % without waits); over its working time it is found
+    sc = Scenario(
+        service="exp",
+        rho=0.7,
+        mu_per_s=10_000.0,
+        mu2_per_s=14_000.0,
+        change_at_s=2.0,
+        horizon_s=4.0,
+        seed=0,
+    )
+    res = simulate(sc, waits=True)
+    after = [s for s in res.estimates if s.time_s - s.estimate.span_s >= 2.0]
+    assert after and all(abs(s.error) <= 0.10 for s in after)
+    assert all(s.estimate.estimator == "adaptive" for s in res.estimates)
+    plain = simulate(sc)
+    assert all(abs(s.error) > 0.10 for s in plain.estimates if s.time_s - s.estimate.span_s >= 2.0)
+
+
+def test_a_wait_longer_than_the_period_is_refused() -> None:
+    from pipeline.reducers.service_rate import ServiceRateEstimator
+
+    with pytest.raises(ValueError, match="waited_s"):
+        ServiceRateEstimator().observe(3, True, 0.001, 0.002)
