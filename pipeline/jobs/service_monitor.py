@@ -7,7 +7,9 @@ samples that end's counters once per sampling period and feeds a
 :class:`pipeline.reducers.service_rate.ServiceRateEstimator`: the head (the sender's takes, in
 periods when it never found the queue empty) estimates the sink's non-blocking service rate,
 the tail (the main thread's puts, in periods when it never found the queue full) the produce
-stage's. Each converged estimate is kept, written to ``<state_dir>/service_rates.json`` (what
+stage's. The queue also measures how long each end waited: the adaptive estimator then uses
+periods with short waits too, over the time the stage worked (the seed method ignores it).
+Each converged estimate is kept, written to ``<state_dir>/service_rates.json`` (what
 ``iolens status`` shows) and handed to the main job as a ``metrics-iolens.service_rate``
 document.
 
@@ -192,7 +194,8 @@ class ServiceMonitor:
                 span = sum(s for s, _n, _b in st.samples)
                 while st.samples and span - st.samples[0][0] >= THROUGHPUT_WINDOW_S:
                     span -= st.samples.popleft()[0]
-            estimate = est.observe(counts.count, counts.blocked, realised)
+            waited = min(counts.waited_s, realised)
+            estimate = est.observe(counts.count, counts.blocked, realised, waited)
             if estimate is not None:
                 self._outcome(st, estimate)
 
