@@ -72,30 +72,9 @@ class Health:
         the main thread."""
         assert self.monitor is not None
         bottleneck = self.monitor.bottleneck()
-        values: dict[str, Any] = {
-            "queue": st.queue,
-            "end": st.end,
-            "method": "online_estimate",
-            "estimator": outcome.estimator,
-            "method_failed": outcome.method_failed,
-            "converged": outcome.converged,
-            "throughput_per_s": st.throughput(),
-            "blocked_share": st.blocked_share(),
-            "bottleneck": bottleneck == st.stage,
-        }
-        if not outcome.method_failed:
-            if st.stage == "sink":
-                self.sink.set_rate(outcome.rate_per_s)
-            values |= {
-                "rate_per_s": outcome.rate_per_s,
-                "mean_per_s": outcome.mean_per_s,
-                "quantile_per_s": outcome.quantile_per_s,
-                "usable_fraction": outcome.usable_fraction,
-                "confidence": outcome.confidence,
-                "period_s": outcome.period_s,
-                "samples": outcome.samples,
-                "utilisation": st.utilisation(),
-            }
+        if st.stage == "sink" and not outcome.method_failed:
+            self.sink.set_rate(outcome.rate_per_s)
+        values = outcome_values(st, outcome, bottleneck)
         now_ms = self.clock() * 1000
         doc = service_rate_document(self.ctx, self.hostname, st.stage, values, now_ms, now_ms)
         self._rate_docs.append(doc)
@@ -153,3 +132,31 @@ class Health:
         """Stop the monitor."""
         if self.monitor is not None:
             self.monitor.stop()
+
+
+def outcome_values(st: StageState, outcome: Estimate, bottleneck: str | None) -> dict[str, Any]:
+    """The ``iolens.service_rate.*`` fields of a queue end's outcome: a converged estimate,
+    or a failure of the seed method (which has no rate fields)."""
+    values: dict[str, Any] = {
+        "queue": st.queue,
+        "end": st.end,
+        "method": "online_estimate",
+        "estimator": outcome.estimator,
+        "method_failed": outcome.method_failed,
+        "converged": outcome.converged,
+        "throughput_per_s": st.throughput(),
+        "blocked_share": st.blocked_share(),
+        "bottleneck": bottleneck == st.stage,
+    }
+    if outcome.method_failed:
+        return values
+    return values | {
+        "rate_per_s": outcome.rate_per_s,
+        "mean_per_s": outcome.mean_per_s,
+        "quantile_per_s": outcome.quantile_per_s,
+        "usable_fraction": outcome.usable_fraction,
+        "confidence": outcome.confidence,
+        "period_s": outcome.period_s,
+        "samples": outcome.samples,
+        "utilisation": st.utilisation(),
+    }

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from elasticsearch import Elasticsearch
+
 from pipeline.jobs.service_monitor import ServiceMonitor
 from pipeline.reducers.service_rate import Estimate
 from pipeline.settings import ServiceRateSettings
+from pipeline.sink.capabilities import Capabilities
 from pipeline.sink.stage_queue import StageQueue
+
+NO_ILM = Capabilities("8.15.3", ilm=False, data_stream_admin=False, percentiles_agg=False)
 
 
 def monitor() -> ServiceMonitor:
@@ -107,3 +116,64 @@ def test_a_failure_of_the_seed_method_is_reported_once_and_the_last_rate_kept() 
     m._outcome(st, estimate(30.0))
     row = m.snapshot()["stages"]["sink"]
     assert (row["failures"], row["method_failed"], row["estimates"]) == (2, False, 2)
+
+
+def test_a_failure_document_says_so_and_has_no_rate() -> None:
+    from dataclasses import replace
+
+    from pipeline.jobs.health import outcome_values
+
+    m = monitor()
+    st = m.stages["sink"]
+    st.samples.extend([(1.0, 10, True)] * 4)
+    failure = replace(estimate(20.0), converged=False, method_failed=True, estimator="seed")
+    values = outcome_values(st, failure, None)
+    assert values == {
+        "queue": "sink",
+        "end": "head",
+        "method": "online_estimate",
+        "estimator": "seed",
+        "method_failed": True,
+        "converged": False,
+        "throughput_per_s": 10.0,
+        "blocked_share": 1.0,
+        "bottleneck": False,
+    }
+    done = outcome_values(st, estimate(20.0), "sink")
+    assert (done["estimator"], done["method_failed"], done["rate_per_s"]) == (
+        "adaptive",
+        False,
+        20.0,
+    )
+    assert done["bottleneck"] is True
+
+
+@pytest.mark.integration
+def test_the_stream_mapping_takes_both_outcomes(es_client: Elasticsearch) -> None:
+    from dataclasses import replace
+
+    from pipeline.jobs.health import outcome_values
+    from pipeline.sink.documents import DocContext
+    from pipeline.sink.rate_documents import service_rate_document
+    from pipeline.sink.templates import install, load_templates
+
+    install(es_client, load_templates(), NO_ILM)
+    ctx = DocContext(namespace="seedfail")
+    st = monitor().stages["sink"]
+    seed = replace(estimate(20.0), estimator="seed")
+    failure = replace(seed, converged=False, method_failed=True)
+    docs = [
+        service_rate_document(ctx, "h", "sink", outcome_values(st, e, None), t, t)
+        for e, t in ((seed, 1.7e12), (failure, 1.7e12 + 1000))
+    ]
+    ops: list[Mapping[str, Any]] = []
+    for d in docs:
+        ops += [{"create": {"_index": d.index, "_id": d.doc_id}}, d.source]
+    resp = es_client.bulk(operations=ops, refresh=True)
+    assert [i["create"]["status"] for i in resp["items"]] == [201, 201]
+    hits = es_client.search(index=docs[0].index, sort=["@timestamp"])["hits"]["hits"]
+    got = [h["_source"]["iolens"]["service_rate"] for h in hits]
+    assert [(g["estimator"], g["method_failed"], "rate_per_s" in g) for g in got] == [
+        ("seed", False, True),
+        ("seed", True, False),
+    ]
