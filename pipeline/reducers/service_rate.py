@@ -18,8 +18,16 @@ the growth factor, when to report the mean rather than the quantile, when to cal
 estimate low-confidence) were chosen with the simulation in
 :mod:`pipeline.reducers.service_rate_sim` (reference B.6).
 
-The method fails knowingly: a stage that is mostly starved has few clean periods and those
-favour slow service, so its estimate is too low and carries ``confidence="low"``.
+When the monitor also measures how long the end waited in each period (``waited_s``), a
+period in which it waited at most ``max_wait`` (80 %) of the time is usable too, its rate taken
+over the time the stage worked. This is not in the seed: periods without any wait are rare at
+low utilisation and favour slow service (clean periods are those in which the queue did not
+drain), which biased estimates by about -20 % at utilisation 0.5 and kept them from converging
+again after the rate rose (bench/service_rate_methods.py).
+
+Without waits, the method fails knowingly: a stage that is mostly starved has few clean
+periods and those favour slow service, so its estimate is too low and carries
+``confidence="low"``.
 """
 
 from __future__ import annotations
