@@ -8,7 +8,8 @@ the same simulated queues (:mod:`pipeline.reducers.service_rate_sim`, reading en
 first period 1 ms, longest 10 ms): offered loads 0.3 to 1.5 with deterministic and exponential
 service at 10 000 items/s, and rate changes 10k -> 14k and 14k -> 10k at offered load 0.7 and
 0.9 (``rho`` is the load on the first rate; the producer keeps its rate, so after 10k -> 14k at
-0.7 the stage is used at 0.5). Fixed seeds; the same seeds for both methods.
+0.7 the stage is used at 0.5), and a monitor that oversleeps its period by ``|N(0, 1 %)|`` and
+``|N(0, 5 %)|`` like a sleeping thread. Fixed seeds; the same seeds for every method.
 
 Per case and method, over the seeds: converged estimates (those spanning the change left
 out), their share within 10 % of the truth, the median error of each run's last converged
@@ -55,6 +56,7 @@ class Case:
     mu: float = 10_000.0
     mu2: float | None = None
     horizon_s: float = 4.0
+    jitter: float = 0.0
 
     def scenario(self, seed: int) -> Scenario:
         """The scenario of this case with ``seed``; a change comes halfway."""
@@ -67,6 +69,7 @@ class Case:
             change_at_s=change,
             mu2_per_s=self.mu2,
             seed=seed,
+            jitter=self.jitter,
         )
 
 
@@ -81,6 +84,8 @@ def cases() -> list[Case]:
         for mu, mu2 in ((10_000.0, 14_000.0), (14_000.0, 10_000.0)):
             name = f"exp rho {rho} {mu / 1000:.0f}k->{mu2 / 1000:.0f}k"
             out.append(Case(name, "exp", rho, mu, mu2, horizon_s=8.0))
+    for jitter in (0.01, 0.05):  # a sleeping monitor thread misses its period
+        out.append(Case(f"exp rho 1.1, periods +{jitter:.0%} jitter", "exp", 1.1, jitter=jitter))
     return out
 
 
