@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,9 +21,12 @@ import pytest
 from pipeline.errors import ConfigError
 from pipeline.jobs.peer_diagnosis import diagnose, load, load_lines, series, train
 from pipeline.jobs.peer_groups import PeerGroups, read_storage_map
+from pipeline.jobs.peer_job import PeerJob
+from pipeline.records import Document
 from pipeline.reducers.peer import WindowResult
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.settings import PeerSettings
+from pipeline.sink.documents import DocContext, diskio_document
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sysstat"
 CLEAN = DATA / "peer_clean_sadf_d.csv"
@@ -221,3 +225,64 @@ def test_svctm_is_derived_from_util_and_tps_of_the_same_sample(reader: object) -
     busy = tps > 0
     np.testing.assert_allclose(s.values[busy], util[busy] * 10 / tps[busy], rtol=1e-12)
     assert not s.values[~busy].any()
+
+
+def test_svctm_of_a_downsampled_interval_is_its_busy_time_over_its_ios() -> None:
+    raw = series(load([FAULT], 1.0), "svctm", {"vm:loop[0-5]": "lun"})[0]
+    util = series(load([FAULT], 1.0), "%util", {"vm:loop[0-5]": "lun"})[0]
+    tps = series(load([FAULT], 1.0), "tps", {"vm:loop[0-5]": "lun"})[0]
+    (s,) = series(load([FAULT], 15.0), "svctm", {"vm:loop[0-5]": "lun"})
+    assert raw.luns == s.luns and len(s.times_s) == 35  # 540 one-second records, whole 15 s
+    for col, end in enumerate(s.times_s):
+        inside = (util.times_s > end - 15) & (util.times_s <= end)
+        assert inside.sum() == 15
+        busy_ms = util.values[:, inside].sum(axis=1) * 10  # %util x 1 s -> ms busy
+        ios = tps.values[:, inside].sum(axis=1)
+        np.testing.assert_allclose(s.values[:, col], busy_ms / ios, rtol=1e-9)
+
+
+def test_the_scheduled_job_groups_by_the_storage_map_and_derives_svctm(
+    files: dict[str, list[Path]], tmp_path: Path
+) -> None:
+    rows = [f"{h},{d},ddn1,L{i:03d}," for i, (h, d) in enumerate(RENAME.values())]
+    peer = PeerSettings(
+        storage_map=str(storage_map(tmp_path / "map.csv", rows)),
+        metrics=("svctm",),
+        downsample_s=1.0,
+        settle_s=0,
+    )
+    groups = PeerGroups.from_settings(peer)
+    thresholds = train(load(files["clean"], 1.0), ["svctm"], groups, PARAMS)
+    offline = diagnose(load(files["fault"], 1.0), "svctm", groups, PARAMS, thresholds)
+    ctx = DocContext("t", "a")
+    hits = [
+        {"_source": diskio_document(ctx, s, (), 0.0).source}
+        for samples in load_lines(files["fault"], 1.0).samples.values()
+        for s in samples
+    ]
+    emitted: list[Document] = []
+    state: dict[str, Any] = {}
+    job = PeerJob(
+        hits=lambda index, query, sort: hits,
+        emit=emitted.append,
+        settle=lambda: True,
+        peer=peer,
+        thresholds=thresholds,
+        ctx=ctx,
+        lease=lambda: True,
+        load_state=lambda: state.get("s"),
+        save_state=lambda s: state.update(s=dict(s)),
+    )
+    assert job.run(force=True) == len(offline) == 16
+    verdicts = {
+        (d.source["iolens"]["peer"]["lun"], d.source["iolens"]["peer"]["window"]["end_s"]): (
+            d.source["iolens"]["peer"]["group"],
+            d.source["iolens"]["faulty"],
+        )
+        for d in emitted
+        if d.index.startswith("metrics-iolens.peer_anomaly")
+    }
+    assert verdicts == {
+        (lun, r.end_s): ("ddn1", lun in r.faulty) for r in offline for lun in r.luns
+    }
+    assert {lun for (lun, _), (_, faulty) in verdicts.items() if faulty} == {"fs2/dm-0"}
