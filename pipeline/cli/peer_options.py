@@ -70,7 +70,9 @@ def peer_settings(base: PeerSettings, args: argparse.Namespace) -> PeerSettings:
         return PeerSettings.model_validate(merged.model_dump())
     except ValidationError as err:
         where = f"--groups {args.groups}" if args.groups is not None else "peer options"
-        problems = "; ".join(f"peer.{e['loc'][0]}: {e['msg']}" for e in err.errors())
+        problems = "; ".join(
+            f"peer.{e['loc'][0]}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors()
+        )
         raise ConfigError(f"{where}: {problems}") from None
 
 
