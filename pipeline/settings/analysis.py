@@ -102,13 +102,27 @@ class PeerSettings(Frozen):
         "the end of every period of UTC time.",
     )
 
+    @field_validator("groups")
+    @classmethod
+    def _group_names(cls, v: Mapping[str, str]) -> Mapping[str, str]:
+        for pattern, group in v.items():
+            if not group or ":" in group:
+                raise ValueError(
+                    f"{pattern}: group name {group!r}: give a non-empty name without ':' "
+                    "(rankings name LUNs group:host/device)"
+                )
+        return v
+
     @field_validator("members")
     @classmethod
     def _members_are_luns(cls, v: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[str, ...]]:
         seen: dict[str, str] = {}
         for group, luns in v.items():
             if not group or ":" in group:
-                raise ValueError(f"group name {group!r}: give a non-empty name without ':'")
+                raise ValueError(
+                    f"group name {group!r}: give a non-empty name without ':' (rankings name "
+                    "LUNs group:host/device)"
+                )
             for lun in luns:
                 host, _, device = lun.partition(":")
                 if not host or not device:

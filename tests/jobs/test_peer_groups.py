@@ -286,3 +286,11 @@ def test_the_scheduled_job_groups_by_the_storage_map_and_derives_svctm(
         (lun, r.end_s): ("ddn1", lun in r.faulty) for r in offline for lun in r.luns
     }
     assert {lun for (lun, _), (_, faulty) in verdicts.items() if faulty} == {"fs2/dm-0"}
+
+
+def test_group_names_hold_no_colon() -> None:
+    """Rankings name a LUN ``group:host/device`` and split that at the first ``:``."""
+    with pytest.raises(ValueError, match="fs1:\\*: group name 'a:b': give a non-empty name"):
+        PeerSettings(groups={"fs1:*": "a:b"})
+    with pytest.raises(ValueError, match="group name 'a:b': give a non-empty name"):
+        PeerSettings(members={"a:b": ("fs1:dm-0",)})
