@@ -38,6 +38,7 @@ from pipeline.settings import PeerSettings
 log = logging.getLogger(__name__)
 
 MAP_COLUMNS = ("host", "device", "array")
+MAP_HEADER = "host, device and array"
 """Columns every storage map must have (``lun`` and ``path`` are optional)."""
 
 
@@ -46,13 +47,15 @@ def read_storage_map(path: Path) -> dict[str, str]:
 
     The first line that is not empty or a ``#`` comment names the columns; each other line is
     one LUN-server attachment. The group is ``array``, or ``array/path`` when ``path`` is given.
+    Rows that name the same ``lun`` must name the same ``array``.
 
     Returns:
         ``"host:device"`` -> group name.
 
     Raises:
-        ConfigError: unreadable file, missing column, empty value, a group name with ``:``, or
-            an attachment listed twice in different groups (the message names file and line).
+        ConfigError: unreadable file, missing column, empty value, a group name with ``:``, an
+            attachment listed twice in different groups, or a LUN on two arrays (the message
+            names file and line).
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -73,30 +76,48 @@ def read_storage_map(path: Path) -> dict[str, str]:
             f"peer.storage_map {path} line {header_line}: no column {', '.join(missing)}; "
             "the header names the columns host,device,array (lun and path are optional)"
         )
-    groups: dict[str, str] = {}
-    lines: dict[str, int] = {}
+    rows = _MapRows(path)
     for n, line in numbered[1:]:
-        values = dict(zip(header, (v.strip() for v in next(csv.reader([line]))), strict=False))
+        rows.add(n, dict(zip(header, (v.strip() for v in next(csv.reader([line]))), strict=False)))
+    return rows.groups
+
+
+@dataclass
+class _MapRows:
+    """The rows of a storage map read so far, checked against each other."""
+
+    path: Path
+    groups: dict[str, str] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
+    arrays: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def add(self, n: int, values: Mapping[str, str]) -> None:
+        """Row ``n`` (1-based line number) as ``column -> value``.
+
+        Raises:
+            ConfigError: see :func:`read_storage_map`.
+        """
+        where = f"peer.storage_map {self.path} line {n}"
         empty = [c for c in MAP_COLUMNS if not values.get(c)]
         if empty:
-            raise ConfigError(
-                f"peer.storage_map {path} line {n}: empty {', '.join(empty)}; every row needs "
-                "host, device and array"
-            )
-        group = values["array"] + (f"/{values['path']}" if values.get("path") else "")
+            raise ConfigError(f"{where}: empty {', '.join(empty)}; every row needs {MAP_HEADER}")
+        array, lun_id = values["array"], values.get("lun", "")
+        group = array + (f"/{values['path']}" if values.get("path") else "")
         if ":" in group:
-            raise ConfigError(
-                f"peer.storage_map {path} line {n}: group name {group!r} contains ':'; "
-                "use array and path names without ':'"
-            )
+            raise ConfigError(f"{where}: group name {group!r} contains ':'; use names without ':'")
         lun = f"{values['host']}:{values['device']}"
-        if groups.get(lun, group) != group:
+        if self.groups.get(lun, group) != group:
             raise ConfigError(
-                f"peer.storage_map {path} line {n}: {lun} is already in group {groups[lun]} "
-                f"(line {lines[lun]}); list each attachment once"
+                f"{where}: {lun} is already in group {self.groups[lun]} (line {self.lines[lun]}); "
+                "list each attachment once"
             )
-        groups[lun], lines[lun] = group, n
-    return groups
+        first_array, first_line = self.arrays.setdefault(lun_id, (array, n))
+        if lun_id and first_array != array:
+            raise ConfigError(
+                f"{where}: LUN {lun_id} is on array {first_array} at line {first_line}; "
+                "a LUN has one array: correct one of the rows"
+            )
+        self.groups[lun], self.lines[lun] = group, n
 
 
 @dataclass

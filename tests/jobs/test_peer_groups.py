@@ -174,10 +174,17 @@ def test_per_host_fallback_warns_once_and_only_with_several_servers(
     [
         ("host,device\nfs1,dm-0\n", "line 1: no column array"),
         ("host,device,array\nfs1,,ddn1\n", "line 2: empty device"),
-        ("host,device,array,path\nfs1,dm-0,a:b,\n", "line 2: group name 'a:b' contains ':'"),
+        (
+            "host,device,array,path\nfs1,dm-0,a:b,\n",
+            "line 2: group name 'a:b' contains ':'; use names without ':'",
+        ),
         (
             "host,device,array\nfs1,dm-0,ddn1\n# moved\nfs1,dm-0,ddn2\n",
             "line 4: fs1:dm-0 is already in group ddn1 (line 2); list each attachment once",
+        ),
+        (
+            "host,device,array,lun\nfs1,dm-0,ddn1,L7\nfs2,dm-0,ddn2,L7\n",
+            "line 3: LUN L7 is on array ddn1 at line 2; a LUN has one array",
         ),
     ],
 )
