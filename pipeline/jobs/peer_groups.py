@@ -38,7 +38,6 @@ from pipeline.settings import PeerSettings
 log = logging.getLogger(__name__)
 
 MAP_COLUMNS = ("host", "device", "array")
-MAP_HEADER = "host, device and array"
 """Columns every storage map must have (``lun`` and ``path`` are optional)."""
 
 
@@ -97,25 +96,31 @@ class _MapRows:
         Raises:
             ConfigError: see :func:`read_storage_map`.
         """
-        where = f"peer.storage_map {self.path} line {n}"
+        path = self.path
         empty = [c for c in MAP_COLUMNS if not values.get(c)]
         if empty:
-            raise ConfigError(f"{where}: empty {', '.join(empty)}; every row needs {MAP_HEADER}")
+            raise ConfigError(
+                f"peer.storage_map {path} line {n}: empty {', '.join(empty)}; "
+                "every row needs host, device and array"
+            )
         array, lun_id = values["array"], values.get("lun", "")
         group = array + (f"/{values['path']}" if values.get("path") else "")
         if ":" in group:
-            raise ConfigError(f"{where}: group name {group!r} contains ':'; use names without ':'")
+            raise ConfigError(
+                f"peer.storage_map {path} line {n}: group name {group!r} contains ':'; "
+                "use names without ':'"
+            )
         lun = f"{values['host']}:{values['device']}"
         if self.groups.get(lun, group) != group:
             raise ConfigError(
-                f"{where}: {lun} is already in group {self.groups[lun]} (line {self.lines[lun]}); "
-                "list each attachment once"
+                f"peer.storage_map {path} line {n}: {lun} is already in group "
+                f"{self.groups[lun]} (line {self.lines[lun]}); list each attachment once"
             )
         first_array, first_line = self.arrays.setdefault(lun_id, (array, n))
         if lun_id and first_array != array:
             raise ConfigError(
-                f"{where}: LUN {lun_id} is on array {first_array} at line {first_line}; "
-                "a LUN has one array: correct one of the rows"
+                f"peer.storage_map {path} line {n}: LUN {lun_id} is on array {first_array} "
+                f"at line {first_line}; a LUN has one array: correct one of the rows"
             )
         self.groups[lun], self.lines[lun] = group, n
 
