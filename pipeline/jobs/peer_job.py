@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from pipeline.jobs.peer_diagnosis import group_of, metric_field
-from pipeline.records import Document
+from pipeline.jobs.peer_groups import PeerGroups
+from pipeline.records import Document, svctm_ms
 from pipeline.reducers.peer_flags import WindowResult
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_stream import PeerDetector
@@ -82,6 +83,10 @@ class PeerJob:
         sysstat_drops: this instance ships sysstat data (say once that thresholds are missing).
         thresholds_path: where ``iolens train`` writes thresholds; while ``thresholds`` is None
             the job looks there on every run, so training during a run starts the comparison.
+        groups: the peer groups; default: those of ``peer`` (reads ``peer.storage_map``).
+
+    Raises:
+        ConfigError: a bad ``peer.storage_map`` (when ``groups`` is not given).
     """
 
     hits: Hits
@@ -98,10 +103,15 @@ class PeerJob:
     refresh: Callable[[str], None] = lambda index: None
     sysstat_drops: bool = True
     thresholds_path: Path | None = None
+    groups: PeerGroups | None = None
     windows: int = 0
     _warned: bool = field(default=False, repr=False)
     _anchor: tuple[float, float] | None = field(default=None, repr=False)
     """(wall, monotonic) seconds at the first run: see ``monotonic``."""
+
+    def __post_init__(self) -> None:
+        if self.groups is None:
+            self.groups = PeerGroups.from_settings(self.peer)
 
     def _steady_now(self) -> float:
         """Wall-clock seconds that follow the monotonic clock since the first run."""
@@ -219,7 +229,7 @@ class PeerJob:
             src = hit["_source"]
             host, device = src["host"]["name"], src["system"]["diskio"]["name"]
             end_s = _epoch_s(src["@timestamp"])
-            group = group_of(host, device, self.peer.groups)
+            group = group_of(host, device, self.groups or self.peer.groups)
             times, luns = groups.setdefault(group, (set(), defaultdict(dict)))
             times.add(end_s)
             luns[f"{host}/{device}"][end_s] = src["sysstat"]["disk"]
@@ -323,8 +333,16 @@ _SYSSTAT_FIELDS = {
     "aqu_sz": "aqu_sz",
     "await_ms": "await",
     "util_pct": "util",
+    "svctm_ms": "svctm",
 }
 """DiskSample field -> its name under ``sysstat.disk`` in the diskio documents."""
+
+
+def _disk_value(disk: Mapping[str, Any], name: str) -> float:
+    """One ``sysstat.disk`` value of a diskio document; ``svctm`` derived from util and tps."""
+    if name == "svctm":
+        return svctm_ms(float(disk["util"]), float(disk["tps"]))
+    return float(disk[name])
 
 
 def _epoch_s(iso: str) -> float:
@@ -358,5 +376,5 @@ def _values(
         for col, t in enumerate(times):
             s = samples.get(lun, {}).get(t)
             if s is not None:
-                values[row, col] = s[field_name] * scale
+                values[row, col] = _disk_value(s, field_name) * scale
     return values
