@@ -162,7 +162,9 @@ def test_iolens_run_waits_on_a_full_disk_and_delivers_once(
     proc = subprocess.Popen(iolens(cfg, "run"), stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     client = Elasticsearch(server.url, request_timeout=60)
     try:
-        time.sleep(START_S)  # the fault's schedule: the cluster stops 2 s into the run
+        time.sleep(START_S)  # the fault's schedule: the cluster stops 2 s into the run...
+        # ...once it runs: on a loaded machine the interpreter may not have started by then
+        wait_for("the run's first documents", lambda: histogram_count(client, ns) > 0, proc)
         server.stop()
         stopped = time.monotonic()
         expected += build_drop(drop, HOSTS - BEFORE, BEFORE + 1)  # written during the outage
