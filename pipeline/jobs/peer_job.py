@@ -239,9 +239,9 @@ class PeerJob:
             det = self._detector(group, metric, set(samples), detectors.get(key))
             if det is None:
                 continue
-            values = _values(det.luns, times, samples, field_name, scale)
+            values, present = _values(det.luns, times, samples, field_name, scale)
             keep = np.asarray(times) > det.last_time_s
-            out += det.add(np.asarray(times)[keep], values[:, keep])
+            out += det.add(np.asarray(times)[keep], values[:, keep], present[:, keep])
             detectors[key] = det.state()
         out.sort(key=lambda r: (r.end_s, r.group))
         return out
@@ -254,7 +254,7 @@ class PeerJob:
         assert self.thresholds is not None
         known = set(saved["luns"]) if saved is not None else set()
         if saved is not None and seen <= known:
-            # a LUN without a sample in this batch counts as idle, as in the offline path
+            # a LUN without a sample in this batch is missing there, as in the offline path
             return PeerDetector.restore(group, metric, saved)
         luns = tuple(sorted(known | seen))
         if len(luns) < 3:
@@ -285,11 +285,13 @@ class PeerJob:
                         end_s=r.end_s,
                         span_s=span,
                         score=float(r.scores[i]),
-                        distance=float(r.majority_distances[i]),
+                        distance=_finite(r.majority_distances[i]),
                         threshold=r.threshold,
                         bins=r.bins,
                         anomalous=lun in r.anomalous,
                         faulty=lun in r.faulty,
+                        samples=r.samples[i] if r.samples else None,
+                        skipped=_skip_reason(r, lun, self.params.min_samples),
                     ),
                     created,
                 )
@@ -351,12 +353,32 @@ def _values(
     samples: Mapping[str, Mapping[float, Any]],
     field_name: str,
     scale: float,
-) -> np.ndarray:
-    """``(n_luns, n_times)`` values of one field; 0 where a LUN has no sample (idle)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, present)``, shape ``(n_luns, n_times)``, of one field: ``present`` False (and
+    the value 0) where a LUN has no sample, which is missing data, not an idle LUN."""
     values = np.zeros((len(luns), len(times)))
+    present = np.zeros(values.shape, dtype=bool)
     for row, lun in enumerate(luns):
         for col, t in enumerate(times):
             s = samples.get(lun, {}).get(t)
             if s is not None:
                 values[row, col] = s[field_name] * scale
-    return values
+                present[row, col] = True
+    return values, present
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None for NaN (a LUN skipped in a window has no distance)."""
+    return None if math.isnan(x) else float(x)
+
+
+def _skip_reason(r: WindowResult, lun: str, min_samples: int) -> str | None:
+    """Why ``lun`` was not compared in window ``r`` (None: it was): ``too_few_samples`` (a
+    gap in its own data) or ``too_few_peers`` (fewer than 3 LUNs of the group had enough
+    samples, or too few times in common)."""
+    if lun not in r.skipped:
+        return None
+    i = r.luns.index(lun)
+    if r.samples and r.samples[i] < min_samples:
+        return "too_few_samples"
+    return "too_few_peers"
