@@ -121,6 +121,22 @@ class DiskSample:
     await_ms: float
     util_pct: float
 
+    @property
+    def svctm_ms(self) -> float:
+        """sysstat's former ``svctm``, derived: :func:`svctm_ms` of this sample."""
+        return svctm_ms(self.util_pct, self.tps)
+
+
+def svctm_ms(util_pct: float, tps: float) -> float:
+    """Mean service time per I/O, ms: the busy time of an interval over its completed I/Os.
+
+    ``svctm = %util / 100 / tps * 1000``, i.e. Delta io_ticks / Delta nr_ios, as sysstat
+    computed ``svctm`` before 12.1.2 removed it (reference/sysstat.md section 1.4); 0 when
+    ``tps`` is 0, as sysstat printed it. Over a downsampled interval (time-weighted ``%util``
+    and ``tps``) it is the same ratio over the longer interval.
+    """
+    return util_pct * 10.0 / tps if tps > 0 else 0.0
+
 
 @dataclass(frozen=True)
 class RestartMark:

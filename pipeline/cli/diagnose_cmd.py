@@ -21,6 +21,7 @@ from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.cli.train_cmd import thresholds_path
 from pipeline.errors import ConfigError
 from pipeline.jobs.peer_diagnosis import diagnose, load, train
+from pipeline.jobs.peer_groups import PeerGroups
 from pipeline.reducers.peer import Thresholds, WindowResult
 from pipeline.reducers.persistence import Persistence, hourly_rows, qualified_name
 
@@ -57,17 +58,18 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     peer = peer_settings(settings.peer, args)
     params = params_of(peer)
+    groups = PeerGroups.from_settings(peer)
     rec = load(args.FILE, peer.downsample_s)
     since = None
     if args.train_until:
         since = parse_time(args.train_until)
-        thresholds = train(rec, peer.metrics, peer.groups, params, since)
+        thresholds = train(rec, peer.metrics, groups, params, since)
     else:
         path = args.thresholds or thresholds_path(args, settings.state_dir, peer.thresholds_file)
         thresholds = load_thresholds(path)
     out = sys.stdout
     for metric in peer.metrics:
-        results = diagnose(rec, metric, peer.groups, params, thresholds, since)
+        results = diagnose(rec, metric, groups, params, thresholds, since)
         if args.json:
             out.writelines(json.dumps(w) + "\n" for w in window_dicts(metric, results))
             continue

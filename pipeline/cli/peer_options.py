@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
 from pipeline.errors import ConfigError
 from pipeline.reducers.peer_params import PeerParams
@@ -25,7 +26,8 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
         "--metric",
         action="append",
         help="sysstat metric (repeatable; default "
-        "peer.metrics): await, tps, rkB/s, wkB/s, areq-sz, aqu-sz, %%util, rd_sec...",
+        "peer.metrics): await, tps, rkB/s, wkB/s, areq-sz, aqu-sz, %%util, svctm (derived "
+        "from %%util and tps), rd_sec...",
     )
     p.add_argument("--downsample-s", type=float, help="downsampling interval (s)")
     p.add_argument("--ma-width", type=int, help="moving-average width (samples)")
@@ -34,7 +36,15 @@ def add_peer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, help="faulty when anomalous in k of the last 2k-1 windows")
     p.add_argument("--bin-cap", type=int, help="most histogram bins per window")
     p.add_argument(
-        "--groups", type=Path, help="YAML mapping of 'host:device' globs to peer-group names"
+        "--groups",
+        type=Path,
+        help="YAML peer groups: 'host:device' glob -> group, or group -> list of 'host:device'",
+    )
+    p.add_argument(
+        "--storage-map",
+        type=Path,
+        help="CSV of LUN-server attachments (host,device,array[,lun][,path]): one peer group "
+        "per array (and path)",
     )
 
 
@@ -52,15 +62,38 @@ def peer_settings(base: PeerSettings, args: argparse.Namespace) -> PeerSettings:
     if args.metric:
         update["metrics"] = tuple(args.metric)
     if args.groups is not None:
-        try:
-            groups = yaml.safe_load(args.groups.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as err:
-            raise ConfigError(f"--groups {args.groups}: {err}") from None
-        if not isinstance(groups, dict):
-            raise ConfigError(f"--groups {args.groups}: expected a mapping of glob: group")
-        update["groups"] = {str(k): str(v) for k, v in groups.items()}
+        update |= _groups_file(args.groups)
+    if args.storage_map is not None:
+        update["storage_map"] = str(args.storage_map)
     merged = base.model_copy(update=update)
-    return PeerSettings.model_validate(merged.model_dump())
+    try:
+        return PeerSettings.model_validate(merged.model_dump())
+    except ValidationError as err:
+        where = f"--groups {args.groups}" if args.groups is not None else "peer options"
+        problems = "; ".join(
+            f"peer.{e['loc'][0]}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors()
+        )
+        raise ConfigError(f"{where}: {problems}") from None
+
+
+def _groups_file(path: Path) -> dict[str, object]:
+    """``groups`` (glob: group) and ``members`` (group: [host:device, ...]) of a groups file.
+
+    Raises:
+        ConfigError: unreadable, not YAML, or not a mapping of those two kinds.
+    """
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"--groups {path}: {err}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(
+            f"--groups {path}: expected a mapping of 'host:device' glob: group, or of "
+            "group: [host:device, ...]"
+        )
+    globs = {str(k): str(v) for k, v in loaded.items() if not isinstance(v, list)}
+    lists = {str(k): tuple(str(x) for x in v) for k, v in loaded.items() if isinstance(v, list)}
+    return {"groups": globs, "members": lists}
 
 
 def params_of(peer: PeerSettings) -> PeerParams:

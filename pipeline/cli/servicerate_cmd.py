@@ -12,6 +12,9 @@ and flagged ``low`` when it is mostly starved.
 
 ``--t0-ms``, ``--cap-ms`` and ``--q`` set the estimator's first and longest sampling period
 and its quantile; ``--jitter`` makes the simulated monitor oversleep like a Python thread.
+``--method seed`` runs the seed's method as written instead (it may conclude that it failed:
+how often is printed); ``--waits`` hands the adaptive estimator how long the consumer waited
+in each period, as the pipeline's queue does.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, TextIO
 
 from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
+from pipeline.reducers.seed_rate import SeedRateEstimator
 from pipeline.reducers.service_rate import ServiceRateEstimator
 from pipeline.reducers.service_rate_sim import Scenario, Scored, SimResult, simulate, summarise
 
@@ -46,6 +50,10 @@ def add_parser(sub: Subparsers, name: str) -> None:
     s.add_argument("--q", type=float, default=0.9, help="quantile, in (0, 1) (0.9)")
     s.add_argument("--jitter", type=float, default=0.0, help="monitor oversleep, relative sd")
     s.add_argument("--json", action="store_true", help="one JSON object per estimate")
+    s.add_argument(
+        "--method", choices=["adaptive", "seed"], default="adaptive", help="estimator (adaptive)"
+    )
+    s.add_argument("--waits", action="store_true", help="report waits (as the pipeline does)")
 
 
 def scored_dict(s: Scored) -> dict[str, Any]:
@@ -85,10 +93,9 @@ def _scenario(args: argparse.Namespace) -> Scenario:
 def _simulate(args: argparse.Namespace, out: TextIO) -> int:
     sc = _scenario(args)
     try:
-        estimator = partial(
-            ServiceRateEstimator, t0_s=args.t0_ms / 1e3, cap_s=args.cap_ms / 1e3, q=args.q
-        )
-        result = simulate(sc, estimator)
+        kind = SeedRateEstimator if args.method == "seed" else ServiceRateEstimator
+        estimator = partial(kind, t0_s=args.t0_ms / 1e3, cap_s=args.cap_ms / 1e3, q=args.q)
+        result = simulate(sc, estimator, waits=args.waits)
     except ValueError as err:
         raise ConfigError(f"servicerate simulate: {err} (check --t0-ms, --cap-ms, --q)") from None
     if args.json:
@@ -97,7 +104,10 @@ def _simulate(args: argparse.Namespace, out: TextIO) -> int:
         if result.last is not None:
             out.write(json.dumps({"in_progress": scored_dict(result.last)}) + "\n")
         summary = dataclasses.asdict(summarise(result.estimates))
-        out.write(json.dumps({"summary": summary, "periods": result.periods}) + "\n")
+        tail: dict[str, Any] = {"summary": summary, "periods": result.periods}
+        if args.method == "seed":
+            tail["method_failed"] = result.failures
+        out.write(json.dumps(tail) + "\n")
         return 0
     _print_text(out, result)
     return 0
@@ -132,6 +142,11 @@ def _print_text(out: TextIO, result: SimResult) -> None:
     if result.last is not None:
         out.write("at the end, not converged:\n" + _row(result.last))
     out.write(_summary_text(result))
+    if result.failures:
+        out.write(
+            f"method failed {result.failures} times: no sampling period without waiting (the "
+            "seed method cannot monitor this stage; --method adaptive estimates it anyway)\n"
+        )
 
 
 def _summary_text(result: SimResult) -> str:

@@ -50,10 +50,13 @@ def print_rates(console: Console, rates: Mapping[str, Any] | None) -> None:
         mark = " (bottleneck)" if rates.get("bottleneck") == name else ""
         if rates.get("bottleneck") == "produce" and rates.get("within") == name:
             mark = " (most of produce)"
+        conf = "-" if est is None else est["confidence"]
+        if st.get("method_failed"):
+            conf = f"method failed ({st['failures']}x); last kept" if est else "method failed"
         table.add_row(
             f"{name}{mark}",
             "-" if est is None else f"{est['rate_per_s']:,.0f}",
-            "-" if est is None else est["confidence"],
+            conf,
             _num(st["throughput_per_s"], "{:,.0f}"),
             _num(st["utilisation"], "{:.0%}"),
             _num(st["blocked_share"], "{:.0%}"),

@@ -14,6 +14,7 @@ from pipeline.cli.common import settings_from_args
 from pipeline.cli.peer_options import add_peer_options, params_of, parse_time, peer_settings
 from pipeline.cli.subcommand import Subparsers
 from pipeline.jobs.peer_diagnosis import load, train
+from pipeline.jobs.peer_groups import PeerGroups
 
 
 def add_parser(sub: Subparsers, name: str) -> None:
@@ -51,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
     peer = peer_settings(settings.peer, args)
     params = params_of(peer)
     until = parse_time(args.until) if args.until else None
+    groups = PeerGroups.from_settings(peer)
     rec = load(args.FILE, peer.downsample_s)
-    thresholds = train(rec, peer.metrics, peer.groups, params, until)
+    thresholds = train(rec, peer.metrics, groups, params, until)
     out = thresholds_path(args, settings.state_dir, peer.thresholds_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     old = keep_previous(out)

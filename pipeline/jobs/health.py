@@ -16,6 +16,7 @@ from typing import Any
 
 from pipeline.jobs.service_monitor import ServiceMonitor, StageState
 from pipeline.records import Document
+from pipeline.reducers.service_rate import Estimate
 from pipeline.settings import ServiceRateSettings
 from pipeline.sink.documents import DocContext
 from pipeline.sink.rate_documents import pipeline_document, service_rate_document
@@ -65,34 +66,19 @@ class Health:
             )
             self.monitor.start()
 
-    def _rate_estimated(self, st: StageState) -> None:
-        """A stage's service rate converged (on the monitor's thread): size bulk requests by
-        the sink's, and queue the estimate's document for the main thread."""
-        assert self.monitor is not None and st.estimate is not None
-        if st.stage == "sink":
-            self.sink.set_rate(st.estimate.rate_per_s)
+    def _rate_estimated(self, st: StageState, outcome: Estimate) -> None:
+        """A stage's service rate converged, or the seed method failed (on the monitor's
+        thread): size bulk requests by the sink's rate, and queue the outcome's document for
+        the main thread."""
+        assert self.monitor is not None
         bottleneck = self.monitor.bottleneck()
-        values = {
-            "queue": st.queue,
-            "end": st.end,
-            "method": "online_estimate",
-            "rate_per_s": st.estimate.rate_per_s,
-            "mean_per_s": st.estimate.mean_per_s,
-            "quantile_per_s": st.estimate.quantile_per_s,
-            "converged": st.estimate.converged,
-            "usable_fraction": st.estimate.usable_fraction,
-            "confidence": st.estimate.confidence,
-            "period_s": st.estimate.period_s,
-            "samples": st.estimate.samples,
-            "throughput_per_s": st.throughput(),
-            "blocked_share": st.blocked_share(),
-            "utilisation": st.utilisation(),
-            "bottleneck": bottleneck == st.stage,
-        }
+        if st.stage == "sink" and not outcome.method_failed:
+            self.sink.set_rate(outcome.rate_per_s)
+        values = outcome_values(st, outcome, bottleneck)
         now_ms = self.clock() * 1000
         doc = service_rate_document(self.ctx, self.hostname, st.stage, values, now_ms, now_ms)
         self._rate_docs.append(doc)
-        if st.stage == "produce":
+        if st.stage == "produce" and not outcome.method_failed:
             self._part_rates(bottleneck, now_ms)
 
     def _part_rates(self, bottleneck: str | None, now_ms: float) -> None:
@@ -146,3 +132,31 @@ class Health:
         """Stop the monitor."""
         if self.monitor is not None:
             self.monitor.stop()
+
+
+def outcome_values(st: StageState, outcome: Estimate, bottleneck: str | None) -> dict[str, Any]:
+    """The ``iolens.service_rate.*`` fields of a queue end's outcome: a converged estimate,
+    or a failure of the seed method (which has no rate fields)."""
+    values: dict[str, Any] = {
+        "queue": st.queue,
+        "end": st.end,
+        "method": "online_estimate",
+        "estimator": outcome.estimator,
+        "method_failed": outcome.method_failed,
+        "converged": outcome.converged,
+        "throughput_per_s": st.throughput(),
+        "blocked_share": st.blocked_share(),
+        "bottleneck": bottleneck == st.stage,
+    }
+    if outcome.method_failed:
+        return values
+    return values | {
+        "rate_per_s": outcome.rate_per_s,
+        "mean_per_s": outcome.mean_per_s,
+        "quantile_per_s": outcome.quantile_per_s,
+        "usable_fraction": outcome.usable_fraction,
+        "confidence": outcome.confidence,
+        "period_s": outcome.period_s,
+        "samples": outcome.samples,
+        "utilisation": st.utilisation(),
+    }

@@ -16,8 +16,6 @@ module wires them together and runs the loop.
 
 from __future__ import annotations
 
-import errno
-import functools
 import logging
 import socket
 import threading
@@ -30,10 +28,10 @@ from pipeline.delivery.commit import Delivery, sort_acknowledged
 from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.fio_latency import JOB_KEY
 from pipeline.jobs.health import Health
-from pipeline.jobs.intervals import open_dirty_intervals
 from pipeline.jobs.pump import Pump
 from pipeline.jobs.scheduled import ScheduledJobs
-from pipeline.jobs.state_lock import StateWatch, lock_state_dir
+from pipeline.jobs.state_lock import lock_state_dir
+from pipeline.jobs.state_open import open_state_dbs
 from pipeline.jobs.summary import RunSummary
 from pipeline.records import Document
 from pipeline.reducers.darshan_job import JobAnalysis
@@ -41,21 +39,21 @@ from pipeline.settings import ConfigError, DropSettings, Settings
 from pipeline.shippers.discovery import FileSet
 from pipeline.shippers.formats import build_shippers
 from pipeline.shippers.formats.base import ShipContext, Tail
-from pipeline.shippers.registry_open import open_registry
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
 from pipeline.sink.cluster_id import cluster_id
-from pipeline.sink.disk import DiskWatch, open_when_room
+from pipeline.sink.disk import DiskWatch
 from pipeline.sink.documents import DocContext
 from pipeline.sink.notices import announce
 from pipeline.sink.sender import AsyncSink
-from pipeline.sink.spool_first import deliver_spool_first
 from pipeline.sink.templates import install, load_templates
 
 __all__ = ["MainJob", "RunSummary", "Tail", "lock_state_dir"]
 
 log = logging.getLogger(__name__)
+
+REDELIVERED = "--redeliver: %s files delivered to another cluster are read again into this one (%s)"
 
 
 class MainJob:
@@ -97,23 +95,10 @@ class MainJob:
             install(client, load_templates(), caps)
         self.settings, self.client, self.clock, self.state_dir = settings, client, clock, state
         self.monotonic = monotonic
-        room = functools.partial(
-            deliver_spool_first, client.options(max_retries=0), settings.sink, state, self.disk
+        dbs = open_state_dbs(
+            settings, client, self._lock, self.disk, self.cluster, clock, monotonic
         )
-        room()  # the spool first: delivered, it frees room for the rest
-        reg, jobs_db = state / "registry.sqlite", state / "jobs.sqlite"
-        self.registry = open_registry(
-            reg,
-            cluster=self.cluster,
-            when_full=lambda opener: open_when_room(opener, reg, self.disk, room),
-        )
-        self.dirty = open_dirty_intervals(
-            jobs_db,
-            clock=clock,
-            monotonic=monotonic,
-            when_full=lambda opener: open_when_room(opener, jobs_db, self.disk, room),
-        )
-        self._watch = StateWatch(state, self._lock, [self.registry.path, self.dirty.path])
+        self.registry, self.dirty, self._watch = dbs.registry, dbs.dirty, dbs.watch
         self._told_elsewhere = False
         if self.cluster is None:
             log.info(
@@ -157,12 +142,7 @@ class MainJob:
         if self.cluster is None:
             log.warning("--redeliver: cannot tell which cluster this is; nothing is read again")
             return
-        n = self.registry.redeliver()
-        log.info(
-            "--redeliver: %s files delivered to another cluster are read again into this one (%s)",
-            n,
-            self.cluster,
-        )
+        log.info(REDELIVERED, self.registry.redeliver(), self.cluster)
 
     def _tell_elsewhere(self) -> None:
         """Say once per run how many files were not read because their lines went to another
@@ -258,7 +238,7 @@ class MainJob:
         self.reader.idle(final=True)
         self.health.ship_rates()
         self.sink.flush()
-        self._tell_not_read()
+        self.files.tell_not_read()
         self.jobs.finish(self.summary, self.sink.flush)
         self.sink.queue.producer_idle(True)
         self._watch.check()
@@ -324,29 +304,6 @@ class MainJob:
             tail = self.discover(Path(p), drop)
             if tail is not None:
                 self.pump(tail)
-
-    def _tell_not_read(self) -> None:
-        """At the end of a run: name the files that could not be read, and those with no
-        complete first line yet; the next run tries them again."""
-        failing = self.files.unreadable.failing
-        for p in sorted(failing):
-            log.warning(
-                "%s could not be read in this run (%s): it was not read to its end; the next "
-                "run tries it again from where it was read to",
-                p,
-                errno.errorcode.get(failing[p], str(failing[p])),
-            )
-        for p in sorted(set(self.files.unidentified) - set(failing)):
-            if p in self.files.unregistered:
-                log.warning(
-                    "%s was not read: %s had no room for it (the state directory's disk is "
-                    "full); the next run reads it",
-                    p,
-                    self.registry.path,
-                )
-            else:
-                log.warning("%s has no complete first line yet; it was not read", p)
-        self.files.unidentified.clear()
 
     def _tick(self) -> None:
         """Every ``jobs.tick_s``: the state directory still there (or a ConfigError), commits

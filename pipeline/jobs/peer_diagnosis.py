@@ -9,7 +9,6 @@ groups, line each group up on the common time grid, compare peers per window
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,6 +19,7 @@ import numpy as np
 
 from pipeline.errors import ConfigError
 from pipeline.jobs.peer_fast import downsample_files
+from pipeline.jobs.peer_groups import PeerGroups, as_groups
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.sysstat import parse_sadf_csv
 from pipeline.parsers.sysstat_columns import Unsupported
@@ -51,6 +51,8 @@ METRICS: dict[str, tuple[str, float]] = {
     "avgrq-sz": ("areq_sz_kb", 2.0),
     "avgqu-sz": ("aqu_sz", 1.0),
     "util": ("util_pct", 1.0),
+    # derived from %util and tps of the same sample (sysstat dropped svctm in 12.1.2)
+    "svctm": ("svctm_ms", 1.0),
 }
 """Metric names accepted on the command line and in ``peer.metrics``."""
 
@@ -87,14 +89,10 @@ def read_samples(path: Path) -> tuple[list[DiskSample | RestartMark], list[Parse
     return good, bad
 
 
-def group_of(host: str, device: str, groups: Mapping[str, str]) -> str:
-    """Peer group of a LUN: the first ``"host:device"`` glob in ``groups`` that matches, else
-    the host (one group per server)."""
-    name = f"{host}:{device}"
-    for pattern, group in groups.items():
-        if fnmatch.fnmatchcase(name, pattern):
-            return group
-    return host
+def group_of(host: str, device: str, groups: Mapping[str, str] | PeerGroups) -> str:
+    """Peer group of a LUN (:mod:`pipeline.jobs.peer_groups`): ``groups`` assigns it, or is a
+    mapping of ``"host:device"`` globs to group names (first match wins, else the host)."""
+    return as_groups(groups).of(host, device)
 
 
 @dataclass(frozen=True)
@@ -144,7 +142,7 @@ def load_lines(paths: Iterable[Path], interval_s: float) -> Recording:
 def series(
     rec: Recording,
     metric: str,
-    groups: Mapping[str, str],
+    groups: Mapping[str, str] | PeerGroups,
     *,
     since_s: float | None = None,
     until_s: float | None = None,
@@ -157,6 +155,7 @@ def series(
     of fewer than 3 LUNs are skipped with a warning.
     """
     field, scale = metric_field(metric)
+    groups = as_groups(groups)
     members: dict[str, list[str]] = defaultdict(list)
     for lun in rec.samples:
         host, device = lun.split("/", 1)
@@ -252,7 +251,7 @@ def _columnar_block(
 def train(
     rec: Recording,
     metrics: Sequence[str],
-    groups: Mapping[str, str],
+    groups: Mapping[str, str] | PeerGroups,
     params: PeerParams,
     until_s: float | None = None,
 ) -> Thresholds:
@@ -261,6 +260,7 @@ def train(
     Raises:
         ConfigError: no peer group has enough data for one window.
     """
+    groups = as_groups(groups)
     all_series = [s for m in metrics for s in series(rec, m, groups, until_s=until_s)]
     if not all_series:
         raise ConfigError("no peer group of at least 3 LUNs in the training data")
@@ -273,7 +273,7 @@ def train(
 def diagnose(
     rec: Recording,
     metric: str,
-    groups: Mapping[str, str],
+    groups: Mapping[str, str] | PeerGroups,
     params: PeerParams,
     thresholds: Thresholds,
     since_s: float | None = None,
@@ -284,6 +284,7 @@ def diagnose(
         ConfigError: a group has no trained threshold for the metric.
     """
     results: list[WindowResult] = []
+    groups = as_groups(groups)
     for s in series(rec, metric, groups, since_s=since_s):
         try:
             threshold = thresholds.get(s.group, metric)

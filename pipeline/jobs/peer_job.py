@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.jobs.peer_diagnosis import group_of, metric_field
-from pipeline.records import Document
-from pipeline.reducers.peer_flags import WindowResult
+from pipeline.jobs.peer_groups import PeerGroups
+from pipeline.records import Document, svctm_ms
+from pipeline.reducers.peer_flags import WindowResult, skip_reason
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_stream import PeerDetector
 from pipeline.reducers.peer_thresholds import Thresholds
@@ -82,6 +83,10 @@ class PeerJob:
         sysstat_drops: this instance ships sysstat data (say once that thresholds are missing).
         thresholds_path: where ``iolens train`` writes thresholds; while ``thresholds`` is None
             the job looks there on every run, so training during a run starts the comparison.
+        groups: the peer groups; default: those of ``peer`` (reads ``peer.storage_map``).
+
+    Raises:
+        ConfigError: a bad ``peer.storage_map`` (when ``groups`` is not given).
     """
 
     hits: Hits
@@ -98,10 +103,15 @@ class PeerJob:
     refresh: Callable[[str], None] = lambda index: None
     sysstat_drops: bool = True
     thresholds_path: Path | None = None
+    groups: PeerGroups | None = None
     windows: int = 0
     _warned: bool = field(default=False, repr=False)
     _anchor: tuple[float, float] | None = field(default=None, repr=False)
     """(wall, monotonic) seconds at the first run: see ``monotonic``."""
+
+    def __post_init__(self) -> None:
+        if self.groups is None:
+            self.groups = PeerGroups.from_settings(self.peer)
 
     def _steady_now(self) -> float:
         """Wall-clock seconds that follow the monotonic clock since the first run."""
@@ -219,7 +229,7 @@ class PeerJob:
             src = hit["_source"]
             host, device = src["host"]["name"], src["system"]["diskio"]["name"]
             end_s = _epoch_s(src["@timestamp"])
-            group = group_of(host, device, self.peer.groups)
+            group = group_of(host, device, self.groups or self.peer.groups)
             times, luns = groups.setdefault(group, (set(), defaultdict(dict)))
             times.add(end_s)
             luns[f"{host}/{device}"][end_s] = src["sysstat"]["disk"]
@@ -285,13 +295,13 @@ class PeerJob:
                         end_s=r.end_s,
                         span_s=span,
                         score=float(r.scores[i]),
-                        distance=_finite(r.majority_distances[i]),
+                        distance=None if lun in r.skipped else float(r.majority_distances[i]),
                         threshold=r.threshold,
                         bins=r.bins,
                         anomalous=lun in r.anomalous,
                         faulty=lun in r.faulty,
                         samples=r.samples[i] if r.samples else None,
-                        skipped=_skip_reason(r, lun, self.params.min_samples),
+                        skipped=skip_reason(r, lun, self.params.min_samples),
                     ),
                     created,
                 )
@@ -325,8 +335,16 @@ _SYSSTAT_FIELDS = {
     "aqu_sz": "aqu_sz",
     "await_ms": "await",
     "util_pct": "util",
+    "svctm_ms": "svctm",
 }
 """DiskSample field -> its name under ``sysstat.disk`` in the diskio documents."""
+
+
+def _disk_value(disk: Mapping[str, Any], name: str) -> float:
+    """One ``sysstat.disk`` value of a diskio document; ``svctm`` derived from util and tps."""
+    if name == "svctm":
+        return svctm_ms(float(disk["util"]), float(disk["tps"]))
+    return float(disk[name])
 
 
 def _epoch_s(iso: str) -> float:
@@ -362,23 +380,6 @@ def _values(
         for col, t in enumerate(times):
             s = samples.get(lun, {}).get(t)
             if s is not None:
-                values[row, col] = s[field_name] * scale
+                values[row, col] = _disk_value(s, field_name) * scale
                 present[row, col] = True
     return values, present
-
-
-def _finite(x: float) -> float | None:
-    """``x``, or None for NaN (a LUN skipped in a window has no distance)."""
-    return None if math.isnan(x) else float(x)
-
-
-def _skip_reason(r: WindowResult, lun: str, min_samples: int) -> str | None:
-    """Why ``lun`` was not compared in window ``r`` (None: it was): ``too_few_samples`` (a
-    gap in its own data) or ``too_few_peers`` (fewer than 3 LUNs of the group had enough
-    samples, or too few times in common)."""
-    if lun not in r.skipped:
-        return None
-    i = r.luns.index(lun)
-    if r.samples and r.samples[i] < min_samples:
-        return "too_few_samples"
-    return "too_few_peers"

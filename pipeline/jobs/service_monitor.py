@@ -7,7 +7,9 @@ samples that end's counters once per sampling period and feeds a
 :class:`pipeline.reducers.service_rate.ServiceRateEstimator`: the head (the sender's takes, in
 periods when it never found the queue empty) estimates the sink's non-blocking service rate,
 the tail (the main thread's puts, in periods when it never found the queue full) the produce
-stage's. Each converged estimate is kept, written to ``<state_dir>/service_rates.json`` (what
+stage's. The queue also measures how long each end waited: the adaptive estimator then uses
+periods with short waits too, over the time the stage worked (the seed method ignores it).
+Each converged estimate is kept, written to ``<state_dir>/service_rates.json`` (what
 ``iolens status`` shows) and handed to the main job as a ``metrics-iolens.service_rate``
 document.
 
@@ -39,7 +41,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.reducers.service_rate import Estimate, ServiceRateEstimator
+from pipeline.reducers.seed_rate import SeedRateEstimator
+from pipeline.reducers.service_rate import Estimate, RateEstimator, ServiceRateEstimator
 from pipeline.settings import ServiceRateSettings
 from pipeline.sink.disk import is_disk_full
 from pipeline.sink.stage_queue import End, StageQueue
@@ -62,6 +65,9 @@ class StageState:
         queue / end: the queue end it is measured at.
         estimate: the latest converged estimate (None before the first).
         estimates: converged estimates so far.
+        failures: times the seed method concluded it cannot monitor this end.
+        failed: the latest outcome was such a failure (``estimate`` is then the last
+            converged one, kept as the best known).
         samples: recent ``(seconds, items, blocked)`` periods, for throughput and blocking.
     """
 
@@ -70,6 +76,8 @@ class StageState:
     end: End
     estimate: Estimate | None = None
     estimates: int = 0
+    failures: int = 0
+    failed: bool = False
     samples: deque[tuple[float, int, bool]] = field(default_factory=deque)
 
     def throughput(self) -> float | None:
@@ -120,8 +128,8 @@ class ServiceMonitor:
         ends: ``(stage, queue name, queue, end)`` of each end to watch.
         settings: sampling-period bounds.
         state_dir: where ``service_rates.json`` is written (None: not written).
-        on_estimate: called (on the monitor's thread) with the stage's state after each
-            converged estimate.
+        on_estimate: called (on the monitor's thread) with the stage's state and the outcome
+            after each converged estimate and after the first failure of the seed method.
         clock: seconds, high resolution and monotonic.
         sleep: blocks for the given seconds.
     """
@@ -131,7 +139,7 @@ class ServiceMonitor:
         ends: list[tuple[str, str, StageQueue[Any], End]],
         settings: ServiceRateSettings,
         state_dir: Path | None = None,
-        on_estimate: Callable[[StageState], None] = lambda s: None,
+        on_estimate: Callable[[StageState, Estimate], None] = lambda s, e: None,
         *,
         clock: Callable[[], float] = time.perf_counter,
         sleep: Callable[[float], None] = time.sleep,
@@ -170,7 +178,7 @@ class ServiceMonitor:
         self._write_state()
 
     def _run(self, st: StageState, q: StageQueue[Any]) -> None:
-        est = ServiceRateEstimator(t0_s=self.settings.t0_s, cap_s=self.settings.cap_s)
+        est = make_estimator(self.settings)
         q.take(st.end)  # start the first period clean
         start = self._clock()
         while not self._stop.is_set():
@@ -186,13 +194,35 @@ class ServiceMonitor:
                 span = sum(s for s, _n, _b in st.samples)
                 while st.samples and span - st.samples[0][0] >= THROUGHPUT_WINDOW_S:
                     span -= st.samples.popleft()[0]
-            estimate = est.observe(counts.count, counts.blocked, realised)
-            if estimate is not None and estimate.converged:
-                with self._lock:
-                    st.estimate = estimate
-                    st.estimates += 1
-                self._write_state()
-                self._on_estimate(st)
+            waited = min(counts.waited_s, realised)
+            estimate = est.observe(counts.count, counts.blocked, realised, waited)
+            if estimate is not None:
+                self._outcome(st, estimate)
+
+    def _outcome(self, st: StageState, estimate: Estimate) -> None:
+        """Keep a converged estimate, or count a failure of the seed method (said once per
+        run of failures: a starved end fails again every few periods)."""
+        with self._lock:
+            told = st.failed
+            if estimate.method_failed:
+                st.failures += 1
+                st.failed = True
+            else:
+                st.estimate, st.failed = estimate, False
+                st.estimates += 1
+        if estimate.method_failed and told:
+            return
+        if estimate.method_failed:
+            log.info(
+                "service rate of the %s stage (%s end of the %s queue): the seed method failed, "
+                "no sampling period without waiting; the last estimate is kept. Set "
+                "service_rate.method: adaptive to estimate it anyway",
+                st.stage,
+                st.end,
+                st.queue,
+            )
+        self._write_state()
+        self._on_estimate(st, estimate)
 
     def busy(self, stage: str, items: int, seconds: float) -> None:
         """Record that main-thread stage ``stage`` handled ``items`` in ``seconds`` of work."""
@@ -256,6 +286,8 @@ def _estimated_row(st: StageState) -> dict[str, Any]:
         "end": st.end,
         "estimate": asdict(st.estimate) if st.estimate is not None else None,
         "estimates": st.estimates,
+        "failures": st.failures,
+        "method_failed": st.failed,
         "throughput_per_s": st.throughput(),
         "blocked_share": st.blocked_share(),
         "utilisation": st.utilisation(),
@@ -276,6 +308,13 @@ def _measured_row(bst: BusyStage) -> dict[str, Any]:
         "utilisation": None,
         "busy_s": bst.busy_s(),
     }
+
+
+def make_estimator(settings: ServiceRateSettings) -> RateEstimator:
+    """The estimator ``settings.method`` names, with its sampling-period bounds."""
+    if settings.method == "seed":
+        return SeedRateEstimator(t0_s=settings.t0_s, cap_s=settings.cap_s)
+    return ServiceRateEstimator(t0_s=settings.t0_s, cap_s=settings.cap_s)
 
 
 def read_state(state_dir: Path) -> Mapping[str, Any] | None:

@@ -91,8 +91,7 @@ class StateWatch:
                 database in it was removed or replaced, or the directory can no longer be
                 written: what is read can no longer be recorded, so the process must stop.
         """
-        gone = self.gone()
-        if gone is not None:
+        if (gone := self.gone()) is not None:
             raise gone
 
     def gone(self) -> ConfigError | None:

@@ -241,11 +241,14 @@ class SampleColumns(Sequence[DiskSample]):
         self.end_s, self.interval_s, self.values = end_s, interval_s, values
 
     def column(self, name: str) -> F64:
-        """One DiskSample field's values (``end_s``, ``interval_s`` or a metric)."""
+        """One DiskSample field's values (``end_s``, ``interval_s``, a metric or ``svctm_ms``)."""
         if name == "end_s":
             return self.end_s
         if name == "interval_s":
             return self.interval_s
+        if name == "svctm_ms":  # derived as records.svctm_ms derives it
+            util, tps = self.column("util_pct"), self.column("tps")
+            return np.divide(util * 10.0, tps, out=np.zeros_like(tps), where=tps > 0)
         return self.values[:, FIELDS.index(name)]
 
     def __len__(self) -> int:

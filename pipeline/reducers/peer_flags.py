@@ -102,6 +102,17 @@ class WindowResult:
     skipped: tuple[str, ...] = ()
 
 
+def skip_reason(r: WindowResult, lun: str, min_samples: int) -> str | None:
+    """Why ``lun`` was not compared in window ``r`` (None: it was): ``too_few_samples`` (a
+    gap in its own data: fewer than ``min_samples``) or ``too_few_peers`` (fewer than 3 LUNs
+    of the group had enough samples, or too few times in common)."""
+    if lun not in r.skipped:
+        return None
+    if r.samples and r.samples[r.luns.index(lun)] < min_samples:
+        return "too_few_samples"
+    return "too_few_peers"
+
+
 def _verdicts(
     luns: tuple[str, ...],
     over: I64,

@@ -18,8 +18,16 @@ the growth factor, when to report the mean rather than the quantile, when to cal
 estimate low-confidence) were chosen with the simulation in
 :mod:`pipeline.reducers.service_rate_sim` (reference B.6).
 
-The method fails knowingly: a stage that is mostly starved has few clean periods and those
-favour slow service, so its estimate is too low and carries ``confidence="low"``.
+When the monitor also measures how long the end waited in each period (``waited_s``), a
+period in which it waited at most ``max_wait`` (80 %) of the time is usable too, its rate taken
+over the time the stage worked. This is not in the seed: periods without any wait are rare at
+low utilisation and favour slow service (clean periods are those in which the queue did not
+drain), which biased estimates by about -20 % at utilisation 0.5 and kept them from converging
+again after the rate rose (bench/service_rate_methods.py).
+
+Without waits, the method fails knowingly: a stage that is mostly starved has few clean
+periods and those favour slow service, so its estimate is too low and carries
+``confidence="low"``.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import Literal, Protocol
 
 from pipeline.reducers.queue_sampling import HISTORY, PeriodTuner, QueueEnd
 from pipeline.reducers.rate_filters import (
@@ -49,6 +57,7 @@ __all__ = [
     "Moments",
     "PeriodTuner",
     "QueueEnd",
+    "RateEstimator",
     "ServiceRateEstimator",
     "gaussian_taps",
     "log_taps",
@@ -93,6 +102,11 @@ class Estimate:
         utilisation: items moved per second over all periods at the tuned ``T`` (blocked
             ones included) divided by ``rate_per_s``: about the stage's utilisation, too
             high when the rate is underestimated; None when the rate is 0.
+        estimator: which method made it: ``"adaptive"`` (:class:`ServiceRateEstimator`) or
+            ``"seed"`` (:class:`pipeline.reducers.seed_rate.SeedRateEstimator`).
+        method_failed: the seed method concluded it cannot monitor this end (no sampling
+            period passed its test, seed §IV-A); ``rate_per_s`` is then the last converged
+            rate (0.0 without one) and ``converged`` is False.
     """
 
     rate_per_s: float
@@ -110,6 +124,27 @@ class Estimate:
     span_s: float
     stderr_per_s: float
     utilisation: float | None
+    estimator: Literal["adaptive", "seed"] = "adaptive"
+    method_failed: bool = False
+
+
+class RateEstimator(Protocol):
+    """What a monitor needs of an estimator (the adaptive and the seed method)."""
+
+    @property
+    def period_s(self) -> float:
+        """How long to wait before the next :meth:`observe`, s."""
+        ...
+
+    def observe(
+        self, count: int, blocked: bool, period_s: float, waited_s: float | None = None
+    ) -> Estimate | None:
+        """Account one period; an estimate when there is one to report."""
+        ...
+
+    def current(self) -> Estimate | None:
+        """The estimate in progress."""
+        ...
 
 
 class ServiceRateEstimator:
@@ -148,6 +183,8 @@ class ServiceRateEstimator:
         miss_tol, band, min_blocked, freeze_after: the period tuner's, see
             :class:`PeriodTuner`.
         retune: tune the period again after each report (else keep the first tuned ``T``).
+        max_wait: with measured waits (``observe(waited_s=...)``), a period is usable when the
+            end waited at most this fraction of it (0.8; 0 keeps only periods without waiting).
 
     Raises:
         ValueError: ``q`` outside (0, 1), ``window`` shorter than the smoother,
@@ -173,6 +210,7 @@ class ServiceRateEstimator:
         min_blocked: int = 2,
         freeze_after: int = 10,
         retune: bool = True,
+        max_wait: float = 0.8,
     ) -> None:
         _check(q, window, min_updates, tol, max_stderr)
         self.tuner = PeriodTuner(
@@ -187,6 +225,7 @@ class ServiceRateEstimator:
         self.window, self.q, self.tol, self.min_updates = window, q, tol, min_updates
         self.mean_min_usable, self.min_usable, self.retune = mean_min_usable, min_usable, retune
         self.max_stderr, self._z = max_stderr, NormalDist().inv_cdf(q)
+        self.max_wait = max_wait
         self._rates: deque[float] = deque(maxlen=window)
         self._estimates: deque[float] = deque(maxlen=len(LOG_TAPS))
         self._forget()
@@ -216,7 +255,9 @@ class ServiceRateEstimator:
         if self.retune:
             self.tuner.restart()
 
-    def observe(self, count: int, blocked: bool, period_s: float) -> Estimate | None:
+    def observe(
+        self, count: int, blocked: bool, period_s: float, waited_s: float | None = None
+    ) -> Estimate | None:
         """Account one period; the estimate when it converges (then restart), else None.
 
         Args:
@@ -224,16 +265,26 @@ class ServiceRateEstimator:
             blocked: whether the end had to wait in that period (queue empty on a read, full
                 on a write).
             period_s: the realised length of the period, s.
+            waited_s: how long the end waited in the period, s, when it was measured. A
+                period in which it waited at most ``max_wait`` of its length is then usable,
+                its rate taken over the time it worked (``count / (period_s - waited_s)``);
+                None: only periods without waiting are usable.
 
         Raises:
-            ValueError: ``count < 0`` or ``period_s <= 0``.
+            ValueError: ``count < 0``, ``period_s <= 0`` or ``waited_s`` outside
+                ``[0, period_s]``.
         """
         if count < 0 or not period_s > 0:
             raise ValueError(f"need count >= 0 and period_s > 0, got {count}, {period_s}")
+        busy_s = period_s
+        if waited_s is not None:
+            if not 0 <= waited_s <= period_s:
+                raise ValueError(f"need 0 <= waited_s <= period_s, got {waited_s}, {period_s}")
+            blocked, busy_s = waited_s > self.max_wait * period_s, period_s - waited_s
         if not self.tuner.frozen:
             self.tuner.observe(period_s, blocked)
             return None
-        if not self._sample(count, blocked, period_s) or len(self._rates) < self.window:
+        if not self._sample(count, blocked, period_s, busy_s) or len(self._rates) < self.window:
             return None
         self._update()
         if not self._converged():
@@ -242,8 +293,9 @@ class ServiceRateEstimator:
         self.restart()
         return done
 
-    def _sample(self, count: int, blocked: bool, period_s: float) -> bool:
-        """Account a period at the tuned ``T``; whether its rate was usable (and kept)."""
+    def _sample(self, count: int, blocked: bool, period_s: float, busy_s: float) -> bool:
+        """Account a period at the tuned ``T``; whether its rate (over ``busy_s``) was usable
+        (and kept)."""
         start_s = self._elapsed_s
         self._elapsed_s += period_s
         self._moved += count
@@ -253,7 +305,7 @@ class ServiceRateEstimator:
         if self._first_s is None:
             self._first_s = start_s
         self._samples += 1
-        rate = count / period_s
+        rate = count / busy_s
         self._rates.append(rate)
         if self._samples > 1:
             self._ssd += (rate - self._rates[-2]) ** 2

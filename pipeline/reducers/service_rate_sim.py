@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from pipeline.reducers.service_rate import Estimate, ServiceRateEstimator
+from pipeline.reducers.service_rate import Estimate, RateEstimator, ServiceRateEstimator
 
 Service = Literal["det", "exp"]
 
@@ -161,12 +161,17 @@ class SimResult:
         estimates: the converged estimates in time order.
         last: the unconverged estimate at the end of the horizon (None: none in progress).
         periods: periods the monitor observed.
+        failures: times the seed method concluded it failed (``method_failed``; these are
+            not in ``estimates``).
+        failed_at_s: when each failure was concluded, s.
     """
 
     scenario: Scenario
     estimates: list[Scored]
     last: Scored | None
     periods: int
+    failures: int = 0
+    failed_at_s: tuple[float, ...] = ()
 
 
 def _scored(sc: Scenario, t_s: float, e: Estimate) -> Scored:
@@ -178,9 +183,14 @@ def _scored(sc: Scenario, t_s: float, e: Estimate) -> Scored:
 
 def simulate(
     sc: Scenario,
-    estimator: Callable[[], ServiceRateEstimator] = ServiceRateEstimator,
+    estimator: Callable[[], RateEstimator] = ServiceRateEstimator,
+    *,
+    waits: bool = False,
 ) -> SimResult:
     """Run the monitor and a fresh ``estimator()`` on the reading end of ``sc``'s queue.
+
+    With ``waits`` the monitor also reports how long the consumer waited in each period
+    (``observe(waited_s=...)``, as :class:`pipeline.sink.stage_queue.StageQueue` measures it).
 
     Each converged estimate is scored against the service rate at the end of its last period;
     one whose clean periods started before ``change_at_s`` and ended after it is ``mixed``.
@@ -194,6 +204,7 @@ def simulate(
     pops = trace.pops_s
     t, first, periods = 0.0, 0, 0
     scored: list[Scored] = []
+    failed: list[float] = []
     while True:
         real = _realised(est.period_s, sc.jitter, rng)
         end = t + real
@@ -202,12 +213,16 @@ def simulate(
         last = bisect_left(pops, end, lo=first)
         blocked = _starved_within(trace, t, end)
         periods += 1
-        e = est.observe(last - first, blocked, real)
-        if e is not None:
+        waited = min(_waited_within(trace, t, end), real) if waits else None
+        e = est.observe(last - first, blocked, real, waited)
+        if e is not None and e.method_failed:
+            failed.append(end)
+        elif e is not None:
             scored.append(_scored(sc, end, e))
         t, first = end, last
     cur = est.current()
-    return SimResult(sc, scored, None if cur is None else _scored(sc, t, cur), periods)
+    last_scored = None if cur is None else _scored(sc, t, cur)
+    return SimResult(sc, scored, last_scored, periods, len(failed), tuple(failed))
 
 
 def _realised(want_s: float, jitter: float, rng: np.random.Generator) -> float:
@@ -219,6 +234,16 @@ def _starved_within(trace: Trace, t: float, end: float) -> bool:
     """Whether the consumer waited on an empty FIFO during ``[t, end)``."""
     k = bisect_right(trace.starved_to_s, t)
     return k < len(trace.starved_from_s) and trace.starved_from_s[k] < end
+
+
+def _waited_within(trace: Trace, t: float, end: float) -> float:
+    """How long the consumer waited on an empty FIFO during ``[t, end)``, s."""
+    k = bisect_right(trace.starved_to_s, t)
+    waited = 0.0
+    while k < len(trace.starved_from_s) and trace.starved_from_s[k] < end:
+        waited += min(end, trace.starved_to_s[k]) - max(t, trace.starved_from_s[k])
+        k += 1
+    return waited
 
 
 @dataclass(frozen=True)

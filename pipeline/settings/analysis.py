@@ -70,8 +70,21 @@ class PeerSettings(Frozen):
     bin_cap: int = Field(1000, ge=1, description="Most histogram bins per window.")
     groups: Mapping[str, str] = Field(
         default_factory=dict,
-        description="Peer groups: glob of 'host:device' -> group name (first match wins); "
-        "unmatched LUNs form one group per host.",
+        description="Peer groups by LUN name pattern: glob of 'host:device' -> group name "
+        "(first match wins), e.g. 'fs*:dm-[0-8]': ddn1 puts the same LUNs of every server in "
+        "one group (seed 001: peers are LUNs with the same workload on different servers).",
+    )
+    members: Mapping[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="Peer groups by explicit list: group name -> its LUNs as 'host:device'; "
+        "takes precedence over peer.storage_map and peer.groups.",
+    )
+    storage_map: str | None = Field(
+        None,
+        description="Peer groups from a storage map: a CSV file with one row per LUN-server "
+        "attachment (columns host, device, array; optional lun, path); the attachments of one "
+        "array form a group (one per path role when the path column is filled). Takes "
+        "precedence over peer.groups; LUNs named nowhere form one group per host.",
     )
     thresholds_file: str | None = Field(
         None, description="Trained thresholds (iolens train); default <state_dir>/thresholds.json."
@@ -88,6 +101,36 @@ class PeerSettings(Frozen):
         description="Period of the persistence ranking (seed: hourly); a ranking is indexed at "
         "the end of every period of UTC time.",
     )
+
+    @field_validator("groups")
+    @classmethod
+    def _group_names(cls, v: Mapping[str, str]) -> Mapping[str, str]:
+        for pattern, group in v.items():
+            if not group or ":" in group:
+                raise ValueError(
+                    f"{pattern}: group name {group!r}: give a non-empty name without ':' "
+                    "(rankings name LUNs group:host/device)"
+                )
+        return v
+
+    @field_validator("members")
+    @classmethod
+    def _members_are_luns(cls, v: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[str, ...]]:
+        seen: dict[str, str] = {}
+        for group, luns in v.items():
+            if not group or ":" in group:
+                raise ValueError(
+                    f"group name {group!r}: give a non-empty name without ':' (rankings name "
+                    "LUNs group:host/device)"
+                )
+            for lun in luns:
+                host, _, device = lun.partition(":")
+                if not host or not device:
+                    raise ValueError(f"group {group}: {lun!r} is not 'host:device'")
+                if lun in seen:
+                    raise ValueError(f"{lun} is in groups {seen[lun]} and {group}: keep one")
+                seen[lun] = group
+        return v
 
 
 class DarshanSettings(Frozen):

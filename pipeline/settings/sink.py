@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from pipeline.settings.base import Frozen
@@ -38,6 +40,13 @@ class ServiceRateSettings(Frozen):
         True,
         description="Sample the queue between reading and the sink and estimate both stages' "
         "service rates (metrics-iolens.service_rate, iolens status).",
+    )
+    method: Literal["adaptive", "seed"] = Field(
+        "adaptive",
+        description="Estimator: 'adaptive' (tuned for a sleeping monitor thread; the mean of "
+        "clean periods when most are clean) or 'seed' (seed 003 as written: the period grows "
+        "only after clean, stable periods, else the method reports that it failed; the running "
+        "mean of the 90 % quantile).",
     )
     t0_s: float = Field(
         0.05,

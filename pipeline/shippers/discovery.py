@@ -17,6 +17,7 @@ read of it).
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
 from collections.abc import Mapping
@@ -333,3 +334,26 @@ class FileSet:
         files = [(p, drop) for drop in drops for p in self.watcher(drop).initial_scan()]
         scanned = {str(p) for p, _ in files}
         return files + renamed_while_away(self.registry, drops, scanned, self.identify)
+
+    def tell_not_read(self) -> None:
+        """At the end of a run: name the files that could not be read, and those with no
+        complete first line yet; the next run tries them again."""
+        failing = self.unreadable.failing
+        for p in sorted(failing):
+            log.warning(
+                "%s could not be read in this run (%s): it was not read to its end; the next "
+                "run tries it again from where it was read to",
+                p,
+                errno.errorcode.get(failing[p], str(failing[p])),
+            )
+        for p in sorted(set(self.unidentified) - set(failing)):
+            if p in self.unregistered:
+                log.warning(
+                    "%s was not read: %s had no room for it (the state directory's disk is "
+                    "full); the next run reads it",
+                    p,
+                    self.registry.path,
+                )
+            else:
+                log.warning("%s has no complete first line yet; it was not read", p)
+        self.unidentified.clear()

@@ -118,9 +118,9 @@ def free_bytes(path: Path, statvfs: Statvfs = os.statvfs) -> int | None:
         where = where.parent
     try:
         st = statvfs(where)
+        return int(st.f_bavail * st.f_frsize)
     except OSError:
         return None
-    return int(st.f_bavail * st.f_frsize)
 
 
 class DiskWatch:

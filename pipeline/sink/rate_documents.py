@@ -26,7 +26,8 @@ def service_rate_document(
             ``mean_per_s``, ``quantile_per_s``, ``converged``, ``usable_fraction``,
             ``confidence``, ``period_s``, ``samples``, ``throughput_per_s`` (items/s),
             ``method`` (``online_estimate``, or ``busy_time`` for the main thread's stages,
-            with ``busy_s``),
+            with ``busy_s``), ``estimator`` (``adaptive`` or ``seed``), ``method_failed``
+            (the seed method failed: no rate fields),
             ``blocked_share``, ``utilisation``, ``bottleneck``.
         when_ms: when the estimate converged (epoch ms); with host and stage, its id.
     """

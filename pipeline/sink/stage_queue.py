@@ -7,7 +7,9 @@ a flag when a put found the queue full. A monitor fetches and zeroes both pairs 
 sampling period (:meth:`StageQueue.take`) and feeds them to a
 :class:`pipeline.reducers.service_rate.ServiceRateEstimator`: the head's counts in periods that
 were not read-blocked estimate the consumer's non-blocking service rate, the tail's counts in
-periods that were not write-blocked the producer's.
+periods that were not write-blocked the producer's. Each end also accumulates how long it
+waited, so that a period with a short wait can still be used, its rate taken over the time the
+stage worked.
 
 The counters are plain integers updated under the queue's own lock, which every put and get
 takes anyway, so the instrumentation adds two increments and a flag store per operation; the
@@ -23,7 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 T = TypeVar("T")
@@ -38,10 +40,14 @@ class EndCounts:
     Attributes:
         count: items taken (head) or put (tail) in the period.
         blocked: a take found the queue empty (head), or a put found it full (tail).
+        waited_s: how long the end waited in the period (head: on an empty queue; tail: on a
+            full one, in :meth:`StageQueue.join`, or idle), s by the queue's clock; not
+            compared.
     """
 
     count: int
     blocked: bool
+    waited_s: float = field(default=0.0, compare=False)
 
 
 class StageQueue(Generic[T]):
@@ -73,6 +79,35 @@ class StageQueue(Generic[T]):
         self._waiting_to_get = 0
         self._waiting_to_put = 0
         self._producer_idle = False
+        self._waited_s: dict[End, float] = {"head": 0.0, "tail": 0.0}
+        self._wait_since: dict[End, float | None] = {"head": None, "tail": None}
+        self._wait_depth: dict[End, int] = {"head": 0, "tail": 0}
+
+    def _wait(self, end: End, begin: bool) -> None:
+        """An end starts (``begin``) or stops waiting; nested waits count once. Under the
+        lock."""
+        now = self._clock()
+        if begin:
+            if self._wait_depth[end] == 0:
+                self._wait_since[end] = now
+            self._wait_depth[end] += 1
+            return
+        self._wait_depth[end] -= 1
+        since = self._wait_since[end]
+        if self._wait_depth[end] == 0 and since is not None:
+            self._waited_s[end] += now - since
+            self._wait_since[end] = None
+
+    def _take_waited(self, end: End) -> float:
+        """Seconds ``end`` waited since the last call (a wait in progress is split). Under the
+        lock."""
+        since = self._wait_since[end]
+        if since is not None:
+            now = self._clock()
+            self._waited_s[end] += now - since
+            self._wait_since[end] = now
+        waited, self._waited_s[end] = self._waited_s[end], 0.0
+        return waited
 
     def __len__(self) -> int:
         with self._lock:
@@ -90,6 +125,7 @@ class StageQueue(Generic[T]):
                 self._tail_blocked = True
                 deadline = None if timeout_s is None else self._clock() + timeout_s
                 self._waiting_to_put += 1
+                self._wait("tail", True)
                 try:
                     while len(self._items) >= self.capacity:
                         left = None if deadline is None else deadline - self._clock()
@@ -98,6 +134,7 @@ class StageQueue(Generic[T]):
                         self._not_full.wait(left)
                 finally:
                     self._waiting_to_put -= 1
+                    self._wait("tail", False)
             self._items.append(item)
             self._tail_count += 1
             self._unfinished += 1
@@ -117,6 +154,7 @@ class StageQueue(Generic[T]):
                 self._head_blocked = True
                 deadline = None if timeout_s is None else self._clock() + timeout_s
                 self._waiting_to_get += 1
+                self._wait("head", True)
                 try:
                     while not self._items:
                         left = None if deadline is None else deadline - self._clock()
@@ -125,6 +163,7 @@ class StageQueue(Generic[T]):
                         self._not_empty.wait(left)
                 finally:
                     self._waiting_to_get -= 1
+                    self._wait("head", False)
             n = min(max_items, len(self._items))
             out = [self._items.popleft() for _ in range(n)]
             self._head_count += n
@@ -136,6 +175,8 @@ class StageQueue(Generic[T]):
         idle is not one of its service: the tail counts as blocked for it (as RaftLib accepts
         arrival samples only while arrivals run)."""
         with self._lock:
+            if idle != self._producer_idle:
+                self._wait("tail", idle)
             self._producer_idle = idle
             if idle:
                 self._tail_blocked = True
@@ -156,22 +197,24 @@ class StageQueue(Generic[T]):
             # the producer waits for the consumer: for it, as good as a put on a full queue
             self._tail_blocked = True
             self._waiting_to_put += 1
+            self._wait("tail", True)
             try:
                 return self._all_done.wait_for(lambda: self._unfinished == 0, timeout_s)
             finally:
                 self._waiting_to_put -= 1
+                self._wait("tail", False)
 
     def take(self, end: End) -> EndCounts:
         """One end's counts since the last call for that end, fetched and zeroed atomically
-        (``head``: items taken, read-blocked; ``tail``: items put, write-blocked). An end
-        waiting at that moment starts the next period blocked too."""
+        (``head``: items taken, read-blocked; ``tail``: items put, write-blocked) and how long
+        it waited. An end waiting at that moment starts the next period blocked too."""
         with self._lock:
             if end == "head":
-                out = EndCounts(self._head_count, self._head_blocked)
+                out = EndCounts(self._head_count, self._head_blocked, self._take_waited(end))
                 self._head_count = 0
                 self._head_blocked = self._waiting_to_get > 0
             else:
-                out = EndCounts(self._tail_count, self._tail_blocked)
+                out = EndCounts(self._tail_count, self._tail_blocked, self._take_waited(end))
                 self._tail_count = 0
                 self._tail_blocked = self._waiting_to_put > 0 or self._producer_idle
             return out

@@ -132,6 +132,36 @@ def test_status_shows_the_rates_and_the_bottleneck() -> None:
     assert "none measured yet" in console.export_text()
 
 
+def test_status_says_when_the_seed_method_failed() -> None:
+    from rich.console import Console
+
+    from pipeline.cli.status_cmd import print_rates
+
+    row = {"throughput_per_s": 50.0, "utilisation": None, "blocked_share": 0.9}
+    state = {
+        "time": 1795350000.0,
+        "bottleneck": None,
+        "stages": {
+            "sink": {"estimate": None, "failures": 4, "method_failed": True, **row},
+            "produce": {
+                "estimate": {"rate_per_s": 183.4, "confidence": "high"},
+                "failures": 2,
+                "method_failed": True,
+                **row,
+            },
+        },
+    }
+    console = Console(width=200, record=True)
+    print_rates(console, state)
+    rows = {
+        line.split("│")[1].strip(): [c.strip() for c in line.split("│")[1:-1]]
+        for line in console.export_text().splitlines()
+        if line.count("│") > 3
+    }
+    assert rows["sink"][1:3] == ["-", "method failed"]
+    assert rows["produce"][1:3] == ["183", "method failed (2x); last kept"]
+
+
 class BulkRefusingProxy:
     """An HTTP proxy in front of the test server that answers every ``_bulk`` request with
     503 (as a cluster whose write thread pool is gone would) and forwards the rest."""

@@ -103,3 +103,26 @@ def test_an_action_is_required(capsys: pytest.CaptureFixture[str]) -> None:
         main(["servicerate"])
     assert exc.value.code == 2
     assert "ACTION" in capsys.readouterr().err
+
+
+def test_the_seed_method_says_how_often_it_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    from pipeline.reducers.seed_rate import SeedRateEstimator
+
+    argv = ["servicerate", "simulate", "--method", "seed", "--rho", "0.3", "--horizon", "0.5"]
+    assert main([*argv, "--json"]) == 0
+    last = json.loads(capsys.readouterr().out.splitlines()[-1])
+    expected = simulate(Scenario(service="exp", rho=0.3, horizon_s=0.5), SeedRateEstimator)
+    assert last["method_failed"] == expected.failures > 0
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"method failed {expected.failures} times: no sampling period without waiting" in out
+
+
+def test_with_waits_a_half_used_stage_is_estimated(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["servicerate", "simulate", "--rho", "0.5", "--horizon", "2", "--json"]
+    assert main([*argv, "--waits"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    expected = simulate(Scenario(service="exp", rho=0.5, horizon_s=2.0), waits=True)
+    got = [r["rate_per_s"] for r in rows if "rate_per_s" in r]
+    assert got == [s.estimate.rate_per_s for s in expected.estimates] and got
+    assert rows[-1]["summary"]["within_10"] == 1.0

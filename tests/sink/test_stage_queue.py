@@ -172,3 +172,19 @@ def test_a_failing_sender_is_reported_to_the_main_thread(tmp_path: Path) -> None
     assert isinstance(info.value.__cause__, LookupError)
     with pytest.raises(RuntimeError):
         sink.close()
+
+
+def test_each_end_reports_how_long_it_waited() -> None:
+    now = [10.0]
+    q: StageQueue[int] = StageQueue(1, clock=lambda: now[0])
+    q.producer_idle(True)  # waits from 10 s
+    now[0] = 12.0
+    assert q.take("tail").waited_s == 2.0  # a wait in progress is split at the take
+    now[0] = 13.0
+    q.producer_idle(False)
+    q.put(1)
+    now[0] = 15.0
+    tail = q.take("tail")
+    assert (tail.count, tail.blocked, tail.waited_s) == (1, True, 1.0)
+    assert q.take("tail").waited_s == 0.0
+    assert q.take("head").waited_s == 0.0  # the consumer never waited
