@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
 def window_dicts(metric: str, results: Iterable[WindowResult]) -> Iterator[dict[str, Any]]:
     """One JSON-able object per window: its LUNs marked anomalous and faulty, and the
-    persistence ranking accumulated up to it."""
+    persistence ranking accumulated up to it; ``skipped`` (only when there are) lists the LUNs
+    it left out (too few samples after a gap in their data)."""
     acc = Persistence()
     for r in results:
         acc.update(r)
@@ -93,4 +94,5 @@ def window_dicts(metric: str, results: Iterable[WindowResult]) -> Iterator[dict[
             "anomalous": [qualified_name(r.group, x) for x in r.anomalous],
             "faulty": [qualified_name(r.group, x) for x in r.faulty],
             "accumulator": dict(acc.ranking()),
+            **({"skipped": [qualified_name(r.group, x) for x in r.skipped]} if r.skipped else {}),
         }

@@ -149,8 +149,10 @@ def series(
 ) -> list[PeerSeries]:
     """One :class:`PeerSeries` per peer group with at least 3 LUNs, on the group's time grid.
 
-    A LUN without a sample at a grid time counts as idle there (0), as sysstat reports a
-    device that did nothing. Groups of fewer than 3 LUNs are skipped with a warning.
+    A LUN without a sample at a grid time (its server's sadc was not running, a file is
+    missing or was cut by a restart) is missing there (``PeerSeries.present``), not idle:
+    sysstat reports a device that did nothing with zeros, so an absent row is no data. Groups
+    of fewer than 3 LUNs are skipped with a warning.
     """
     field, scale = metric_field(metric)
     groups = as_groups(groups)
@@ -183,8 +185,9 @@ def _block(
     scale: float,
     since_s: float | None,
     until_s: float | None,
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(times, values)`` of a group on its grid, or None without a time in range."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(times, values, present)`` of a group on its grid, or None without a time in range;
+    ``present`` is False (and the value 0) where a LUN has no sample at a grid time."""
     columns = [rec.samples[lun] for lun in luns]
     if all(isinstance(c, SampleColumns) for c in columns):
         return _columnar_block(
@@ -199,7 +202,7 @@ def _sample_block(
     scale: float,
     since_s: float | None,
     until_s: float | None,
-) -> tuple[np.ndarray, np.ndarray] | None:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`_block` over each LUN's samples as :class:`DiskSample` objects."""
     times = sorted(
         {
@@ -213,12 +216,14 @@ def _sample_block(
         return None
     index = {t: i for i, t in enumerate(times)}
     values = np.zeros((len(columns), len(times)), dtype=np.float64)
+    present = np.zeros(values.shape, dtype=bool)
     for row, samples in enumerate(columns):
         for s in samples:
             col = index.get(s.end_s)
             if col is not None:
                 values[row, col] = getattr(s, field) * scale
-    return np.array(times), values
+                present[row, col] = True
+    return np.array(times), values, present
 
 
 def _columnar_block(
@@ -227,7 +232,7 @@ def _columnar_block(
     scale: float,
     since_s: float | None,
     until_s: float | None,
-) -> tuple[np.ndarray, np.ndarray] | None:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     lo = -np.inf if since_s is None else since_s
     hi = np.inf if until_s is None else until_s
     masks = [(c.end_s > lo) & (c.end_s <= hi) for c in columns]
@@ -235,9 +240,12 @@ def _columnar_block(
     if len(times) == 0:
         return None
     values = np.zeros((len(columns), len(times)), dtype=np.float64)
+    present = np.zeros(values.shape, dtype=bool)
     for row, (c, m) in enumerate(zip(columns, masks, strict=True)):
-        values[row, np.searchsorted(times, c.end_s[m])] = c.column(field)[m] * scale
-    return times, values
+        cols = np.searchsorted(times, c.end_s[m])
+        values[row, cols] = c.column(field)[m] * scale
+        present[row, cols] = True
+    return times, values, present
 
 
 def train(

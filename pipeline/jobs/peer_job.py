@@ -28,7 +28,7 @@ import numpy as np
 from pipeline.jobs.peer_diagnosis import group_of, metric_field
 from pipeline.jobs.peer_groups import PeerGroups
 from pipeline.records import Document, svctm_ms
-from pipeline.reducers.peer_flags import WindowResult
+from pipeline.reducers.peer_flags import WindowResult, skip_reason
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_stream import PeerDetector
 from pipeline.reducers.peer_thresholds import Thresholds
@@ -249,9 +249,9 @@ class PeerJob:
             det = self._detector(group, metric, set(samples), detectors.get(key))
             if det is None:
                 continue
-            values = _values(det.luns, times, samples, field_name, scale)
+            values, present = _values(det.luns, times, samples, field_name, scale)
             keep = np.asarray(times) > det.last_time_s
-            out += det.add(np.asarray(times)[keep], values[:, keep])
+            out += det.add(np.asarray(times)[keep], values[:, keep], present[:, keep])
             detectors[key] = det.state()
         out.sort(key=lambda r: (r.end_s, r.group))
         return out
@@ -264,7 +264,7 @@ class PeerJob:
         assert self.thresholds is not None
         known = set(saved["luns"]) if saved is not None else set()
         if saved is not None and seen <= known:
-            # a LUN without a sample in this batch counts as idle, as in the offline path
+            # a LUN without a sample in this batch is missing there, as in the offline path
             return PeerDetector.restore(group, metric, saved)
         luns = tuple(sorted(known | seen))
         if len(luns) < 3:
@@ -295,11 +295,13 @@ class PeerJob:
                         end_s=r.end_s,
                         span_s=span,
                         score=float(r.scores[i]),
-                        distance=float(r.majority_distances[i]),
+                        distance=None if lun in r.skipped else float(r.majority_distances[i]),
                         threshold=r.threshold,
                         bins=r.bins,
                         anomalous=lun in r.anomalous,
                         faulty=lun in r.faulty,
+                        samples=r.samples[i] if r.samples else None,
+                        skipped=skip_reason(r, lun, self.params.min_samples),
                     ),
                     created,
                 )
@@ -369,12 +371,15 @@ def _values(
     samples: Mapping[str, Mapping[float, Any]],
     field_name: str,
     scale: float,
-) -> np.ndarray:
-    """``(n_luns, n_times)`` values of one field; 0 where a LUN has no sample (idle)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, present)``, shape ``(n_luns, n_times)``, of one field: ``present`` False (and
+    the value 0) where a LUN has no sample, which is missing data, not an idle LUN."""
     values = np.zeros((len(luns), len(times)))
+    present = np.zeros(values.shape, dtype=bool)
     for row, lun in enumerate(luns):
         for col, t in enumerate(times):
             s = samples.get(lun, {}).get(t)
             if s is not None:
                 values[row, col] = _disk_value(s, field_name) * scale
-    return values
+                present[row, col] = True
+    return values, present

@@ -95,3 +95,39 @@ def cdf_distances(window: F64, params: PeerParams) -> tuple[F64, int]:
     diff = np.abs(cum[:, None, :] - cum[None, :, :]).sum(axis=2)
     dist: F64 = diff / float(window.shape[1])
     return dist, bins
+
+
+def window_distances(
+    window: F64, params: PeerParams
+) -> tuple[F64, int, I64, npt.NDArray[np.bool_]]:
+    """:func:`cdf_distances` of a window that may hold missing samples (NaN).
+
+    The LUNs compared are those with at least ``params.min_samples`` samples present, over the
+    times at which all of them are present (so every CDF covers the same moments: a burst in
+    another LUN's gap is not held against it), provided there are 3 such LUNs and at least
+    ``min_samples`` such times; distances are :func:`cdf_distances` of that sub-window (bins
+    from its samples, ``n = win_size`` in the bin rule as before). Rows and columns of the
+    other LUNs are NaN. A window without a missing sample is :func:`cdf_distances` unchanged.
+
+    Args:
+        window: smoothed values, shape ``(n_luns, win_size)``, NaN where missing.
+        params: supplies ``win_size``, ``bin_cap`` and ``min_samples``.
+
+    Returns:
+        ``(distances, bins, present, compared)``: distances shape ``(n_luns, n_luns)``, the
+        bin count (0 when no LUN is compared), the samples present per LUN and which LUNs
+        are compared, both shape ``(n_luns,)``.
+    """
+    finite = ~np.isnan(window)
+    present: I64 = finite.sum(axis=1).astype(np.int64)
+    compared = present >= params.min_samples
+    if bool(finite.all()):
+        dist, bins = cdf_distances(window, params)
+        return dist, bins, present, compared
+    out: F64 = np.full((window.shape[0], window.shape[0]), np.nan)
+    common = finite[compared].all(axis=0)
+    if int(compared.sum()) < 3 or int(common.sum()) < params.min_samples:
+        return out, 0, present, np.zeros_like(compared)
+    dist, bins = cdf_distances(window[np.ix_(compared, common)], params)
+    out[np.ix_(compared, compared)] = dist
+    return out, bins, present, compared

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.reducers.peer_cdf import cdf_distances
+from pipeline.reducers.peer_cdf import window_distances
 from pipeline.reducers.peer_params import PeerParams, PeerSeries
 from pipeline.reducers.peer_windows import iter_windows, moving_average
 
@@ -77,6 +77,12 @@ class WindowResult:
         majority_distances: per LUN, :func:`majority_distance`.
         anomalous: LUNs anomalous in this window (score > 50), in ``luns`` order.
         faulty: LUNs indicted by the k-of-(2k-1) filter at this window, in ``luns`` order.
+        samples: per LUN, smoothed samples present in the window (``win_size`` unless its data
+            has a gap); empty for a result built without it.
+        skipped: LUNs not compared in this window (fewer than ``min_samples`` samples, or
+            fewer than 3 LUNs with enough, or too few times in common): distances and
+            majority distance NaN, score 0, never anomalous or faulty, no flag pushed into
+            their k-of-(2k-1) history.
     """
 
     group: str
@@ -92,20 +98,52 @@ class WindowResult:
     majority_distances: tuple[float, ...]
     anomalous: tuple[str, ...]
     faulty: tuple[str, ...]
+    samples: tuple[int, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+def skip_reason(r: WindowResult, lun: str, min_samples: int) -> str | None:
+    """Why ``lun`` was not compared in window ``r`` (None: it was): ``too_few_samples`` (a
+    gap in its own data: fewer than ``min_samples``) or ``too_few_peers`` (fewer than 3 LUNs
+    of the group had enough samples, or too few times in common)."""
+    if lun not in r.skipped:
+        return None
+    if r.samples and r.samples[r.luns.index(lun)] < min_samples:
+        return "too_few_samples"
+    return "too_few_peers"
 
 
 def _verdicts(
-    luns: tuple[str, ...], over: I64, histories: Sequence[deque[bool]], k: int
+    luns: tuple[str, ...],
+    over: I64,
+    compared: npt.NDArray[np.bool_],
+    histories: Sequence[deque[bool]],
+    k: int,
 ) -> tuple[tuple[float, ...], tuple[str, ...], tuple[str, ...]]:
-    """``(scores, anomalous, faulty)`` of one window; pushes its flags into ``histories``."""
-    n_peers = len(luns) - 1
-    flags = [2 * int(c) > n_peers for c in over]
-    for h, a in zip(histories, flags, strict=True):
-        h.append(a)
-    scores = tuple(100.0 * int(c) / n_peers for c in over)
+    """``(scores, anomalous, faulty)`` of one window; pushes the flags of the ``compared``
+    LUNs into their ``histories`` (the others are left out of the window)."""
+    n_peers = max(1, int(compared.sum()) - 1)
+    flags = [bool(c) and 2 * int(o) > n_peers for o, c in zip(over, compared, strict=True)]
+    for h, a, c in zip(histories, flags, compared, strict=True):
+        if c:
+            h.append(a)
+    scores = tuple(100.0 * int(o) / n_peers for o in over)
     anomalous = tuple(lun for lun, a in zip(luns, flags, strict=True) if a)
-    faulty = tuple(lun for lun, h in zip(luns, histories, strict=True) if indicted(list(h), k))
+    faulty = tuple(
+        lun
+        for lun, h, c in zip(luns, histories, compared, strict=True)
+        if c and indicted(list(h), k)
+    )
     return scores, anomalous, faulty
+
+
+def _majority(dist: F64, compared: npt.NDArray[np.bool_]) -> F64:
+    """:func:`majority_distance` among the ``compared`` LUNs, NaN for the others."""
+    out: F64 = np.full(dist.shape[0], np.nan)
+    keep = np.flatnonzero(compared)
+    if keep.size:
+        out[keep] = majority_distance(dist[np.ix_(keep, keep)])
+    return out
 
 
 def evaluate_window(
@@ -117,12 +155,18 @@ def evaluate_window(
     params: PeerParams,
     histories: Sequence[deque[bool]],
 ) -> WindowResult:
-    """Analyse window ``index`` (smoothed ``window``, shape ``(n_luns, win_size)``, at
-    ``times_s``) and push its anomaly flags into the per-LUN ``histories``."""
+    """Analyse window ``index`` (smoothed ``window``, shape ``(n_luns, win_size)``, NaN where
+    missing, at ``times_s``) and push its anomaly flags into the per-LUN ``histories``.
+
+    Only LUNs with at least ``params.min_samples`` samples present are compared, on the times
+    they all have, and only when there are 3 of them (a majority needs 2 peers) and
+    ``min_samples`` such times (:func:`~pipeline.reducers.peer_cdf.window_distances`); the
+    others are ``skipped``."""
     group, metric, luns = series_id
-    dist, bins = cdf_distances(window, params)
-    over = peers_exceeded(dist, threshold)
-    scores, anomalous, faulty = _verdicts(luns, over, histories, params.k)
+    dist, bins, present, compared = window_distances(window, params)
+    over = peers_exceeded(np.where(np.isnan(dist), 0.0, dist), threshold)
+    over[~compared] = 0
+    scores, anomalous, faulty = _verdicts(luns, over, compared, histories, params.k)
     return WindowResult(
         group=group,
         metric=metric,
@@ -134,9 +178,11 @@ def evaluate_window(
         threshold=threshold,
         bins=bins,
         scores=scores,
-        majority_distances=tuple(float(v) for v in majority_distance(dist)),
+        majority_distances=tuple(float(v) for v in _majority(dist, compared)),
         anomalous=anomalous,
         faulty=faulty,
+        samples=tuple(int(n) for n in present),
+        skipped=tuple(lun for lun, c in zip(luns, compared, strict=True) if not c),
     )
 
 
@@ -153,7 +199,7 @@ def detect(series: PeerSeries, threshold: float, params: PeerParams) -> list[Win
         One result per complete window, in order; none if the series is shorter than
         ``win_size + ma_width - 1`` samples.
     """
-    sm = moving_average(series.values, params.ma_width)
+    sm = moving_average(series.masked(), params.ma_width)
     st = series.times_s[params.ma_width - 1 :]
     histories: list[deque[bool]] = [deque(maxlen=params.history) for _ in series.luns]
     sid = (series.group, series.metric, series.luns)

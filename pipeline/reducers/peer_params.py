@@ -45,6 +45,12 @@ class PeerParams:
             raise ValueError(f"win_shift must lie in [1, win_size], got {self}")
 
     @property
+    def min_samples(self) -> int:
+        """Smoothed samples a LUN needs in a window to be compared in it: half the window,
+        rounded up (fewer, after a gap in its data, and the window is skipped for that LUN)."""
+        return (self.win_size + 1) // 2
+
+    @property
     def history(self) -> int:
         """Number of windows the k-of-(2k-1) filter looks at."""
         return 2 * self.k - 1
@@ -76,6 +82,9 @@ class PeerSeries:
         luns: LUN names, one per row of ``values``, at least 3 (a majority needs 2 peers).
         times_s: sample end times, Unix s, strictly increasing, shape ``(n_samples,)``.
         values: shape ``(n_luns, n_samples)`` float64, finite.
+        present: shape of ``values``, False where a LUN has no sample at a grid time (its
+            server's sadc was not running, a file is missing): the value there is not data
+            and is ignored. None: every sample is present.
 
     Raises:
         ValueError: shapes disagree, fewer than 3 LUNs, duplicate names, times not increasing,
@@ -87,9 +96,36 @@ class PeerSeries:
     luns: tuple[str, ...]
     times_s: F64
     values: F64
+    present: npt.NDArray[np.bool_] | None = None
 
     def __post_init__(self) -> None:
         check_block(self.luns, self.times_s, self.values)
+        check_present(self.values, self.present)
+
+    def masked(self) -> F64:
+        """``values`` with NaN where a sample is missing (what the windows are computed on)."""
+        return with_gaps(self.values, self.present)
+
+
+def check_present(values: F64, present: npt.NDArray[np.bool_] | None) -> None:
+    """Check a presence mask against its values.
+
+    Raises:
+        ValueError: ``present`` is not None and its shape differs from ``values``'.
+    """
+    if present is not None and np.shape(present) != values.shape:
+        raise ValueError(
+            f"present must have the shape of values {values.shape}, got {np.shape(present)}"
+        )
+
+
+def with_gaps(values: F64, present: npt.NDArray[np.bool_] | None) -> F64:
+    """``values`` (shape ``(n_luns, n)``) with NaN where ``present`` is False (a copy), or
+    ``values`` itself when ``present`` is None or all True."""
+    if present is None or bool(np.all(present)):
+        return values
+    out: F64 = np.where(present, values, np.nan)
+    return out
 
 
 def check_block(luns: Sequence[str], times_s: F64, values: F64) -> None:

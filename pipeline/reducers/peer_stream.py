@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.reducers.peer_flags import WindowResult, evaluate_window
-from pipeline.reducers.peer_params import PeerParams, check_block
+from pipeline.reducers.peer_params import PeerParams, check_block, check_present, with_gaps
 from pipeline.reducers.peer_windows import moving_average
 
 F64 = npt.NDArray[np.float64]
@@ -67,8 +67,8 @@ class PeerDetector:
             "luns": list(self.luns),
             "threshold": self.threshold,
             "params": self.params.to_dict(),
-            "raw": self._raw.tolist(),
-            "sm": self._sm.tolist(),
+            "raw": _json_rows(self._raw),
+            "sm": _json_rows(self._sm),
             "sm_t": self._sm_t.tolist(),
             "sm_seen": self._sm_seen,
             "next_window": self._next_window,
@@ -110,7 +110,12 @@ class PeerDetector:
         ``win_size - 1``)."""
         return self._raw.shape[1], self._sm.shape[1]
 
-    def add(self, times_s: npt.ArrayLike, values: npt.ArrayLike) -> list[WindowResult]:
+    def add(
+        self,
+        times_s: npt.ArrayLike,
+        values: npt.ArrayLike,
+        present: npt.ArrayLike | None = None,
+    ) -> list[WindowResult]:
         """Append samples and return the windows they complete, in order.
 
         Args:
@@ -118,6 +123,8 @@ class PeerDetector:
                 every earlier sample.
             values: shape ``(n_luns, m)`` (or ``(n_luns,)`` for one sample), rows in ``luns``
                 order.
+            present: shape of ``values``, False where a LUN has no sample (that value is
+                ignored, as :attr:`PeerSeries.present`); None: all present.
 
         Raises:
             ValueError: wrong shape, times not increasing, or non-finite values.
@@ -127,6 +134,11 @@ class PeerDetector:
         if v.ndim == 1:
             v = v[:, None]
         check_block(self.luns, t, v)
+        mask = None if present is None else np.asarray(present, dtype=bool)
+        if mask is not None and mask.ndim == 1:
+            mask = mask[:, None]
+        check_present(v, mask)
+        v = with_gaps(v, mask)
         if t.size == 0:
             return []
         if t[0] <= self._last_t:
@@ -165,3 +177,9 @@ class PeerDetector:
         self._sm = sm[:, sm.shape[1] - keep :].copy()
         self._sm_t = sm_t[sm_t.size - keep :].copy()
         return out
+
+
+def _json_rows(a: F64) -> list[list[float | None]]:
+    """Rows of ``a`` as JSON-able lists, None for a missing (NaN) sample (numpy reads None back
+    as NaN in :meth:`PeerDetector.restore`)."""
+    return [[None if math.isnan(x) else x for x in row] for row in a.tolist()]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.reducers.peer_cdf import cdf_distances
+from pipeline.reducers.peer_cdf import window_distances
 from pipeline.reducers.peer_params import PeerParams, PeerSeries
 from pipeline.reducers.peer_windows import iter_windows, moving_average
 
@@ -54,17 +54,24 @@ def train_threshold(values: F64, params: PeerParams) -> TrainedThreshold:
     """Learn a distance threshold from fault-free data (seed 001 §4.2.1, :func:`threshold_rule`).
 
     Args:
-        values: fault-free samples of one metric of one peer group, ``(n_luns, n_samples)``.
+        values: fault-free samples of one metric of one peer group, ``(n_luns, n_samples)``,
+            NaN where a sample is missing.
         params: the parameters the detector will run with (the distances depend on them).
 
+    A window counts only the distances between LUNs the detector would compare in it (at
+    least ``params.min_samples`` samples present, 3 such LUNs); a window without 3 of them
+    is not a training window.
+
     Raises:
-        ValueError: fewer than ``win_size + ma_width - 1`` samples (no complete window).
+        ValueError: fewer than ``win_size + ma_width - 1`` samples, or no window with 3 LUNs
+            compared (no complete window).
     """
     sm = moving_average(values, params.ma_width)
-    maxima = [
-        float(cdf_distances(sm[:, a : a + params.win_size], params)[0].max())
-        for _, a in iter_windows(sm, params)
-    ]
+    maxima = []
+    for _, a in iter_windows(sm, params):
+        dist, _, _, compared = window_distances(sm[:, a : a + params.win_size], params)
+        if compared.any():
+            maxima.append(float(np.nanmax(dist)))
     return TrainedThreshold(threshold_rule(maxima), len(maxima))
 
 
@@ -177,7 +184,7 @@ def train_thresholds(series: Sequence[PeerSeries], params: PeerParams) -> Thresh
         raise ValueError("no training series")
     entries = []
     for s in series:
-        t = train_threshold(s.values, params)
+        t = train_threshold(s.masked(), params)
         entries.append(ThresholdEntry(s.group, s.metric, t.threshold, t.windows))
     return Thresholds(
         entries=tuple(entries),

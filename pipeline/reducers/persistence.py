@@ -44,7 +44,8 @@ class Persistence:
     values: dict[str, int] = field(default_factory=dict)
 
     def update(self, result: WindowResult) -> None:
-        """Apply one window: +1 for each anomalous LUN, -1 (floored at 0) for the others.
+        """Apply one window: +1 for each anomalous LUN, -1 (floored at 0) for the others
+        compared; a LUN the window skipped (a gap in its data) keeps its value.
 
         Windows of one group must come in time order.
 
@@ -57,8 +58,10 @@ class Persistence:
             raise ValueError(
                 f"persistence of metric {self.metric!r} got a window of {result.metric!r}"
             )
-        bad = set(result.anomalous)
+        bad, skipped = set(result.anomalous), set(result.skipped)
         for lun in result.luns:
+            if lun in skipped:
+                continue
             name = qualified_name(result.group, lun)
             v = self.values.get(name, 0)
             self.values[name] = v + 1 if lun in bad else max(0, v - 1)

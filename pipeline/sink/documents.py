@@ -280,6 +280,10 @@ class PeerVerdict:
         threshold: trained threshold; bins: histogram bins of the window.
         anomalous: more than half of its peers are farther than the threshold.
         faulty: anomalous in k of the last 2k-1 windows.
+        samples: smoothed samples of the LUN present in the window (None: not known).
+        skipped: why the LUN was not compared in this window (``too_few_samples``: a gap in
+            its data; ``too_few_peers``: fewer than 3 LUNs of the group had enough samples, or
+            too few times in common), None when it was; a skipped LUN has no distance.
     """
 
     group: str
@@ -291,11 +295,13 @@ class PeerVerdict:
     end_s: float
     span_s: float
     score: float
-    distance: float
+    distance: float | None
     threshold: float
     bins: int
     anomalous: bool
     faulty: bool
+    samples: int | None = None
+    skipped: str | None = None
 
 
 def peer_anomaly_document(ctx: DocContext, v: PeerVerdict, created_ms: float) -> Document:
@@ -322,7 +328,7 @@ def _ml_record(v: PeerVerdict) -> dict[str, Any]:
         "partition_field_value": v.group,
         "by_field_name": "iolens.peer.metric",
         "by_field_value": v.metric,
-        "actual": [v.distance],
+        "actual": [] if v.distance is None else [v.distance],
         "typical": [v.threshold],
         "record_score": v.score,
         "anomaly_score": v.score,
@@ -336,6 +342,8 @@ def _ml_record(v: PeerVerdict) -> dict[str, Any]:
             "window": {"start_s": v.start_s, "end_s": v.end_s},
             "fraction_exceeded": v.score / 100,
             "bins": v.bins,
+            **({} if v.samples is None else {"samples": v.samples}),
+            **({} if v.skipped is None else {"skipped": v.skipped}),
         },
     }
 
