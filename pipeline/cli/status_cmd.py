@@ -85,12 +85,14 @@ def print_local(console: Console, state: Path) -> None:
     table.add_column("path", overflow="fold")
     for col in ("offset", "lines", "generation"):
         table.add_column(col, justify="right")
+    table.add_column("delivered to", overflow="fold")
     path, problem = state / "registry.sqlite", ""
     try:
         if path.exists():
             reg = Registry(path)
             for st in reg.all():
-                table.add_row(st.path, str(st.offset), str(st.line_no), str(st.generation))
+                row = (st.path, str(st.offset), str(st.line_no), str(st.generation))
+                table.add_row(*row, st.cluster or "-")
             reg.close()
     except sqlite3.Error as err:
         problem = unreadable(path, err, state)

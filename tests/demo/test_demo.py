@@ -7,6 +7,7 @@ meets a server of the developer's)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -135,6 +136,10 @@ def test_everyday_commands_show_the_demo_without_flags(
     for name in ("randrw_clat_hist.1.log", "peer_fault.csv", "sample-badost.darshan", "http.jsonl"):
         assert name in status.stdout
     assert "spool: 0 documents waiting" in status.stdout
+    # each file with the cluster it was delivered to: the one status names
+    [cluster] = re.findall(r"cluster id: (iolens:[0-9a-f]+)", status.stdout)
+    row = next(line for line in status.stdout.splitlines() if "peer_fault.csv" in line)
+    assert cluster in row
     assert "percentiles aggregation is not available on this cluster" in status.stdout
     assert status.stderr == ""
     report = iolens(clone, "report")
