@@ -9,7 +9,7 @@ clean-period rates it samples.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -57,6 +57,17 @@ GAUSSIAN_TAPS = gaussian_taps()
 
 LOG_TAPS = log_taps()
 """The convergence test: 1.49577, -2.99155, 1.49577."""
+
+
+def smoothed_moments(values: Sequence[float]) -> Moments:
+    """The moments of ``values`` smoothed by :data:`GAUSSIAN_TAPS` without padding (seed 003,
+    section IV-B): one smoothed value per full placement of the filter, so
+    ``len(values) - 4`` of them."""
+    taps = len(GAUSSIAN_TAPS)
+    return Moments.of(
+        math.fsum(w * v for w, v in zip(GAUSSIAN_TAPS, values[i : i + taps], strict=True))
+        for i in range(len(values) - taps + 1)
+    )
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from collections import deque
 from statistics import NormalDist
 
 from pipeline.reducers.queue_sampling import HISTORY
-from pipeline.reducers.rate_filters import GAUSSIAN_TAPS, LOG_TAPS, Moments
+from pipeline.reducers.rate_filters import GAUSSIAN_TAPS, LOG_TAPS, Moments, smoothed_moments
 from pipeline.reducers.service_rate import WINDOW, Estimate
 
 
@@ -187,12 +187,7 @@ class SeedRateEstimator:
 
     def _update(self) -> bool:
         """Fold the window's smoothed quantile into the running mean; whether it converged."""
-        taps = len(GAUSSIAN_TAPS)
-        counts = list(self._counts)
-        smoothed = Moments.of(
-            math.fsum(w * c for w, c in zip(GAUSSIAN_TAPS, counts[i : i + taps], strict=True))
-            for i in range(len(counts) - taps + 1)
-        )
+        smoothed = smoothed_moments(list(self._counts))
         sd = smoothed.sd or 0.0
         self._quantiles = self._quantiles.add(smoothed.mean + self._z * sd)
         self._means = self._means.add(smoothed.mean)

@@ -45,6 +45,7 @@ from pipeline.reducers.rate_filters import (
     Moments,
     gaussian_taps,
     log_taps,
+    smoothed_moments,
 )
 
 __all__ = [
@@ -327,12 +328,7 @@ class ServiceRateEstimator:
 
     def _update(self) -> None:
         """Summarise the window and fold its mean, sd and quantile into the running means."""
-        taps = len(GAUSSIAN_TAPS)
-        rates = list(self._rates)
-        smoothed = Moments.of(
-            math.fsum(w * r for w, r in zip(GAUSSIAN_TAPS, rates[i : i + taps], strict=True))
-            for i in range(len(rates) - taps + 1)
-        )
+        smoothed = smoothed_moments(list(self._rates))
         sd = smoothed.sd or 0.0
         self._means = self._means.add(smoothed.mean)
         self._sds = self._sds.add(sd)
