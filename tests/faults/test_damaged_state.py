@@ -154,6 +154,18 @@ def assert_no_duplicates(client: Elasticsearch, base: Base) -> None:
         assert len(set(got[stream])) == len(got[stream]), stream
 
 
+def read_again_once(
+    stdout: str, client: Elasticsearch, base: Base
+) -> dict[str, tuple[int, int, int]]:
+    """Check that a run that read every file again found every document already there (the
+    summary) and indexed none twice (the cluster); the summary's counts."""
+    counts = summary(stdout, base.ns)
+    for stream, want in base.expected.items():
+        assert counts[stream] == (0, len(want), 0), stream  # every document already there
+    assert_no_duplicates(client, base)
+    return counts
+
+
 def summary(stdout: str, ns: str) -> dict[str, tuple[int, int, int]]:
     """The summary's documents by data stream: (indexed, already there, dead-lettered)."""
     rows = re.findall(rf"^│ (\S+)-{ns} +│ +(\d+) │ +(\d+) │ +(\d+) │$", stdout, re.M)
@@ -224,11 +236,8 @@ def test_a_damaged_registry_is_moved_aside_and_every_file_read_again_once(
         r"cluster already holds are counted as already there, not indexed twice"
     )
     assert [w for w in records(done.stderr, "WARNING") if re.fullmatch(warning, w)], done.stderr
-    counts = summary(done.stdout, base.ns)
-    for stream, want in base.expected.items():
-        assert counts[stream] == (0, len(want), 0), stream  # every document already there
+    counts = read_again_once(done.stdout, client, base)
     assert "metrics-iolens.workload_model" not in counts  # the model knew every request
-    assert_no_duplicates(client, base)
 
 
 def test_damaged_derived_state_is_started_again_with_a_warning_naming_it(
@@ -477,11 +486,8 @@ def test_a_state_directory_removed_while_running_stops_the_run_and_the_next_read
         "start; documents the cluster already holds are counted as already there, not indexed "
         "twice"
     ) in records(done.stderr, "WARNING")
-    counts = summary(done.stdout, base.ns)
-    for stream, want in base.expected.items():
-        assert counts[stream] == (0, len(want), 0), stream
-    assert "metrics-iolens.workload_model" not in counts  # the saved model knew every request
-    assert_no_duplicates(client, base)
+    counts = read_again_once(done.stdout, client, base)
+    assert "metrics-iolens.workload_model" not in counts  # the model knew every request
 
 
 def test_a_registry_moved_away_while_running_stops_the_run_and_the_next_reads_again_once(
@@ -511,10 +517,7 @@ def test_a_registry_moved_away_while_running_stops_the_run_and_the_next_reads_ag
         "start; documents the cluster already holds are counted as already there, not indexed "
         "twice"
     ) in records(done.stderr, "WARNING")
-    counts = summary(done.stdout, base.ns)
-    for stream, want in base.expected.items():
-        assert counts[stream] == (0, len(want), 0), stream
-    assert_no_duplicates(client, base)
+    read_again_once(done.stdout, client, base)
 
 
 def test_a_state_directory_removed_during_an_outage_stops_the_run_and_loses_nothing(
@@ -604,10 +607,7 @@ def test_a_state_directory_removed_before_start_is_made_again_and_every_file_rea
 
     assert done.returncode == 0, done.stderr
     assert records(done.stderr, "ERROR") == []
-    counts = summary(done.stdout, base.ns)
-    for stream, want in base.expected.items():
-        assert counts[stream] == (0, len(want), 0), stream
-    assert_no_duplicates(client, base)
+    counts = read_again_once(done.stdout, client, base)
     # The workload model went with the directory: built again from the same requests, it
     # takes a new snapshot (stamped with its time: new documents; the old ones stay).
     assert counts["metrics-iolens.workload_model"] == (base.snapshots, 0, 0)
@@ -657,10 +657,7 @@ def test_a_registry_damaged_in_a_crash_is_moved_aside_with_its_write_ahead_log(
         r"documents the cluster already holds are counted as already there, not indexed twice"
     )
     assert [w for w in records(done.stderr, "WARNING") if re.fullmatch(warning, w)], done.stderr
-    counts = summary(done.stdout, base.ns)
-    for stream, want in base.expected.items():
-        assert counts[stream] == (0, len(want), 0), stream
-    assert_no_duplicates(client, base)
+    read_again_once(done.stdout, client, base)
 
 
 PAGE = 4096
