@@ -27,10 +27,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.assets import asset
 from pipeline.errors import ConfigError
 
-DEFAULT_DIR = Path(__file__).resolve().parent.parent / "kibana"
-"""The repository's ``kibana/`` directory (present in a source checkout, not in the image)."""
+DEFAULT_DIR = asset("kibana")
+"""The ``kibana/`` directory shipped in the package (:mod:`pipeline.assets`)."""
 
 TYPES: tuple[str, ...] = ("index-pattern", "lens", "dashboard")
 """Saved-object types kept in git, in NDJSON order (what is referenced comes first)."""

@@ -32,7 +32,7 @@ from pipeline.kibana import DEFAULT_DIR
 from pipeline.settings import Settings, SlaSettings
 
 RULES_DIR = DEFAULT_DIR / "rules"
-"""The repository's ``kibana/rules/`` (found as :data:`pipeline.kibana.DEFAULT_DIR` is)."""
+"""The packaged ``kibana/rules/`` (found as :data:`pipeline.kibana.DEFAULT_DIR` is)."""
 
 RULE_TYPES = (".index-threshold", ".es-query")
 RULE_KEYS = ("name", "rule_type_id", "consumer", "schedule", "enabled", "tags", "params")

@@ -16,7 +16,7 @@ from pipeline.kibana import DEFAULT_DIR
 from pipeline.settings import Settings
 
 WATCHES_DIR = DEFAULT_DIR / "watches"
-"""The repository's ``kibana/watches/`` (found as :data:`pipeline.kibana.DEFAULT_DIR` is)."""
+"""The packaged ``kibana/watches/`` (found as :data:`pipeline.kibana.DEFAULT_DIR` is)."""
 
 
 def watches(settings: Settings, root: Path = WATCHES_DIR) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -50,6 +50,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipeline.assets import event_schema as bundled_event_schema
 from pipeline.errors import ConfigError
 
 
@@ -176,14 +177,20 @@ def event_schema(data: Mapping[str, Any], source: str) -> EventSchema:
         raise ConfigError(f"event schema {source}: {problems}") from None
 
 
-def load_event_schema(path: Path) -> EventSchema:
-    """The event schema in the YAML file ``path``.
+def load_event_schema(path: Path | str) -> EventSchema:
+    """The event schema in the YAML file ``path``, or a bundled one named by a bare name.
+
+    ``http_server`` (no directory, no suffix, no such file here) is the schema shipped with
+    iolens as ``config/schemas/http_server.yaml`` (:func:`pipeline.assets.event_schema`).
 
     Raises:
         ConfigError: unreadable, not UTF-8, not YAML (read with ``yaml.safe_load``: tags that
             would build Python objects are refused), nested too deeply, or not a valid schema
-            (naming the keys).
+            (naming the keys); no bundled schema of that name (naming those there are).
     """
+    path = Path(path)
+    if path.parent == Path(".") and not path.suffix and not path.exists():
+        path = bundled_event_schema(path.name)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:

@@ -51,9 +51,10 @@ class DropSettings(Frozen):
     schema_file: str | None = Field(
         None,
         alias="schema",
-        description="events drops: the event schema (YAML, see config/schemas/) that joins the "
-        "events of each file into requests; each file is one machine's stream (its application "
-        "events and, appended to it, its kernel context switches).",
+        description="events drops: the event schema that joins the events of each file into "
+        "requests: a YAML file, or the name of one shipped with iolens (http_server); each "
+        "file is one machine's stream (its application events and, appended to it, its "
+        "kernel context switches).",
     )
     tz: str = Field(
         "UTC",

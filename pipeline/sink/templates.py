@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from elasticsearch import ApiError, Elasticsearch
 
-import pipeline
+from pipeline.assets import required
 from pipeline.settings import ConfigError
 from pipeline.sink.capabilities import Capabilities
 
@@ -59,18 +59,12 @@ class TemplateObject:
 
 
 def mappings_dir() -> Path:
-    """The repository's ``mappings/`` directory (next to the ``pipeline`` package).
+    """The ``mappings/`` directory shipped in the package (:mod:`pipeline.assets`).
 
     Raises:
-        ConfigError: it does not exist (e.g. a non-editable install without the repository).
+        ConfigError: it is missing (a broken installation).
     """
-    path = Path(pipeline.__file__).resolve().parent.parent / "mappings"
-    if not path.is_dir():
-        raise ConfigError(
-            f"{path}: the mappings directory is missing; run iolens from a checkout of the "
-            "repository (pip install -e .) so that mappings/*.json are available"
-        )
-    return path
+    return required("mappings")
 
 
 def load_templates(directory: Path | None = None) -> list[TemplateObject]:
