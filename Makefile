@@ -64,7 +64,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 stop: $(STAMP)
-	$(BIN)/python -c "from pipeline.sink.embedded import stop_detached; stop_detached('var/noida-db'); stop_detached('var/lab/noida-db')"
+	$(BIN)/iolens server stop --data-dir var/noida-db --data-dir var/lab/noida-db
 
 bench: $(STAMP) sysdeps
 	$(BIN)/python bench/fio_hist.py

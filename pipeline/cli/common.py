@@ -5,23 +5,33 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 
 from pipeline.settings import Settings, load_settings
 
 DEFAULT_CONFIG = Path("config/pipeline.yaml")
+CONFIG_ENV = "IOLENS_CONFIG"
+
+
+def config_path(args: argparse.Namespace) -> Path | None:
+    """The configuration file a command reads: ``--config``, else ``$IOLENS_CONFIG``, else
+    ``config/pipeline.yaml`` in the current directory when there is one (a checkout, or a
+    directory laid out like one); ``None``: the built-in defaults."""
+    if args.config is not None:
+        return Path(args.config)
+    if os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV])
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Load ``--config`` (or ``config/pipeline.yaml`` when present) and apply ``--es-url``.
+    """Load the configuration (:func:`config_path`) and apply ``--es-url``.
 
     Raises:
         ConfigError: bad or unknown keys, naming them.
     """
-    path = args.config
-    if path is None and DEFAULT_CONFIG.is_file():
-        path = DEFAULT_CONFIG
-    settings = load_settings(path)
+    settings = load_settings(config_path(args))
     if args.es_url:
         es = settings.elasticsearch.model_copy(update={"url": args.es_url})
         settings = settings.model_copy(update={"elasticsearch": es})

@@ -60,6 +60,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pipeline.cli.lab_cmd",
         "build a small real storage system, slow one LUN, watch the incident (root)",
     ),
+    "server": ("pipeline.cli.server_cmd", "stop the embedded server left running"),
+    "config": (
+        "pipeline.cli.config_cmd",
+        "print the example configuration or its schema; check one",
+    ),
 }
 
 
@@ -75,7 +80,12 @@ def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
         description="Storage and HPC I/O performance telemetry into Elasticsearch.",
     )
     p.add_argument("--version", action="version", version=f"iolens {__version__}")
-    p.add_argument("--config", metavar="FILE", help="pipeline YAML (default: built-in defaults)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="pipeline YAML (default: $IOLENS_CONFIG, else ./config/pipeline.yaml, else "
+        "built-in defaults)",
+    )
     p.add_argument("--es-url", metavar="URL", help="Elasticsearch URL (overrides the config)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     p.add_argument(
