@@ -48,7 +48,7 @@ def add_parser(sub: Subparsers, name: str) -> None:
     p.add_argument(
         "--keep-server",
         action="store_true",
-        help="leave a started embedded server running after exit (make demo)",
+        help="leave a started embedded server running after exit (iolens server stop stops it)",
     )
 
 
@@ -108,5 +108,8 @@ def run(args: argparse.Namespace) -> int:
                 summary = job.run_forever(stop)
         report_run(cluster.client, settings.elasticsearch.namespace, summary, Console())
         if cluster.server is not None and args.keep_server:
-            print(f"the embedded server keeps running at {cluster.url} (stop it with: make stop)")
+            print(
+                f"the embedded server keeps running at {cluster.url} "
+                f"(stop it with: iolens server stop --data-dir {settings.embedded.data_dir})"
+            )
     return EX_TEMPFAIL if summary.unsent else 0

@@ -1,22 +1,24 @@
 """The demo's drop directories, laid out from real data that ships with iolens or its wheels.
 
-One drop directory per type under the demo's directory (``config/demo.yaml``: ``var/demo/drops``):
+One drop directory per type under the demo's ``drops/`` (:mod:`pipeline.demo.layout`), from the
+recordings shipped in the package (``pipeline/assets/demo``, which the checkout's ``tests/data``
+links to):
 
-* ``fio``: fio 3.33 latency-histogram logs of two hosts (``tests/data/fio/samples``);
+* ``fio``: fio 3.33 latency-histogram logs of two hosts (``demo/fio``);
 * ``sadf``: a sysstat recording of six loop-device LUNs in which ``loop3`` was slowed for four
-  minutes (``tests/data/sysstat/peer_fault_sadf_d.csv``); the peer thresholds are trained on its
+  minutes (``demo/sysstat/peer_fault_sadf_d.csv``); the peer thresholds are trained on its
   fault-free twin (``peer_clean_sadf_d.csv``) first, as a user would;
 * ``darshan``: the Darshan logs of pydarshan's test inputs (the ``darshan`` wheel, a dependency):
   ``sample-badost.darshan`` (2,048 processes writing at 673 MiB/s, one slow OST),
   ``sample.darshan`` (job 4478544) and ``sample-goodost.darshan``;
-* ``slurm``: the sacct records of job 4478544 (``tests/data/slurm``), the job of
+* ``slurm``: the sacct records of job 4478544 (``demo/slurm``), the job of
   ``sample.darshan``;
 * ``events``: a run of the instrumented HTTP server, 300 requests of six types
-  (``tests/data/events/http_server_6x50.jsonl``).
+  (``demo/events/http_server_6x50.jsonl``).
 
-No LMT export goes with them: the two bundled ones (``tests/data/lmt``) cover other days than
-the Darshan logs. Files are copied once; a file already in place is left as it is, so a second
-demo finds the same files and the registry knows them.
+No LMT export goes with them: the two in the test data (``tests/data/lmt``) cover other days
+than the Darshan logs, so they are not shipped. Files are copied once; a file already in place
+is left as it is, so a second demo finds the same files and the registry knows them.
 """
 
 from __future__ import annotations
@@ -25,14 +27,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.assets import required
 from pipeline.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[2]
-"""The checkout iolens runs from (the demo's data is under its ``tests/data``)."""
 DARSHAN_LOGS = ("sample-badost.darshan", "sample.darshan", "sample-goodost.darshan")
 """pydarshan's test logs the demo reads (``darshan/tests/input`` of the wheel)."""
-CLEAN_RECORDING = Path("tests/data/sysstat/peer_clean_sadf_d.csv")
-"""The fault-free sysstat recording the peer thresholds are trained on."""
+CLEAN_RECORDING = ("demo", "sysstat", "peer_clean_sadf_d.csv")
+"""The fault-free sysstat recording the peer thresholds are trained on (under the assets)."""
 
 
 @dataclass(frozen=True)
@@ -65,18 +66,14 @@ def darshan_inputs() -> Path:
     return where
 
 
-def sources(repo: Path = REPO) -> list[tuple[str, Path, Path]]:
+def sources() -> list[tuple[str, Path, Path]]:
     """``(drop type, source file, path under the drop directory)`` of every demo file.
 
     Raises:
-        ConfigError: ``repo`` is not a checkout of iolens (no ``tests/data``).
+        ConfigError: the recordings are missing from the installed package.
     """
-    data = repo / "tests" / "data"
-    if not (data / "fio" / "samples").is_dir():
-        raise ConfigError(
-            f"the demo reads the data bundled in a checkout of iolens; {data} is missing"
-        )
-    fio = data / "fio" / "samples"
+    data = required("demo")
+    fio = data / "fio"
     out = [("fio-hist", f, Path("fio") / f.relative_to(fio)) for f in sorted(fio.glob("*/*.log"))]
     out.append(("sadf", data / "sysstat" / "peer_fault_sadf_d.csv", Path("sadf/peer_fault.csv")))
     out += [("darshan", darshan_inputs() / n, Path("darshan") / n) for n in DARSHAN_LOGS]
@@ -85,7 +82,7 @@ def sources(repo: Path = REPO) -> list[tuple[str, Path, Path]]:
     return out
 
 
-def lay_out(drops: Path, repo: Path = REPO) -> list[Placed]:
+def lay_out(drops: Path) -> list[Placed]:
     """Copy every demo file (:func:`sources`) under ``drops`` unless it is there already.
 
     Raises:
@@ -93,7 +90,7 @@ def lay_out(drops: Path, repo: Path = REPO) -> list[Placed]:
         OSError: a file cannot be copied.
     """
     placed = []
-    for drop, src, rel in sources(repo):
+    for drop, src, rel in sources():
         dest = drops / rel
         copied = not dest.exists()
         if copied:

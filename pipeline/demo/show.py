@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -110,9 +111,19 @@ def workload_table(clusters: Sequence[Cluster]) -> Table:
     return t
 
 
-def print_next(console: Console, report: str | None, namespace: str) -> None:
-    """Where to look next: the report, the state, Kibana, queries, stopping the server."""
+def print_next(
+    console: Console, report: str | None, namespace: str, config: Path | None = None
+) -> None:
+    """Where to look next: the report, the state, Kibana, queries, stopping the server.
+
+    ``config``: the configuration the demo wrote (``None``: the one found by default, as in a
+    checkout), which the commands below need.
+    """
     console.print("\n[b]Where next[/b]")
+    if config is not None:
+        console.print(
+            f"  export IOLENS_CONFIG={config}   # the demo's configuration", highlight=False
+        )
     lines = [
         *([f"{report}: the dashboards' views as one HTML file (iolens report)"] if report else []),
         "iolens status: the registry, spool, dead letters and the cluster",
@@ -121,7 +132,7 @@ def print_next(console: Console, report: str | None, namespace: str) -> None:
         f"curl -s 'localhost:9200/logs-iolens.io_diagnosis-{namespace}/_search?pretty'",
         f"curl -s 'localhost:9200/metrics-iolens.peer_anomaly-{namespace}/_search"
         "?q=iolens.faulty:true&pretty'",
-        "make stop: stop the embedded server; rm -rf var/: start over",
+        "iolens server stop: stop the embedded server",
     ]
     for line in lines:
         console.print(f"  {line}", highlight=False)

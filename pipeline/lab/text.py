@@ -77,7 +77,7 @@ def _data_lines(r: LabResult) -> list[str]:
         f"  curl -s '{r.url}/logs-iolens.incident-{p.namespace}/_search?pretty'",
         f"  iolens --config {p.lab_dir / 'iolens.yaml'} --es-url {r.url} report "
         "--out lab-report.html",
-        "stop the server with: make stop",
+        f"stop the server with: iolens server stop --data-dir {p.lab_dir / 'noida-db'}",
     ]
 
 

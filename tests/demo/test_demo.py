@@ -38,7 +38,8 @@ directions x 6 scopes of fio, 539 samples x 7 devices of sysstat, 16 windows x 6
 
 
 def checkout(dest: Path) -> Path:
-    """The repository's files as a fresh clone has them (tracked and new, not ignored ones)."""
+    """The repository's files as a fresh clone has them (tracked and new, not ignored ones;
+    symbolic links as links)."""
     files = subprocess.run(
         ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         capture_output=True,
@@ -46,9 +47,9 @@ def checkout(dest: Path) -> Path:
     ).stdout.split(b"\0")
     for name in filter(None, files):
         src = REPO / os.fsdecode(name)
-        if src.is_file():
+        if src.is_symlink() or src.is_file():
             (dest / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / os.fsdecode(name))
+            shutil.copy2(src, dest / os.fsdecode(name), follow_symlinks=False)
     return dest
 
 
@@ -156,15 +157,48 @@ def test_everyday_commands_show_the_demo_without_flags(
     assert "jobs: 3 (3 with I/O)" in stats.stdout
 
 
-def test_the_demo_says_where_to_run_it_from(
+def test_the_demo_refuses_a_configuration_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pipeline.cli.main import main
 
     monkeypatch.chdir(tmp_path)
-    assert main(["demo"]) == 2
-    assert f"the demo runs from the checkout: cd {REPO} first" in capsys.readouterr().err
-    assert not (tmp_path / "var").exists()
+    assert main(["--config", "site.yaml", "demo"]) == 2
+    assert "--config site.yaml: the demo makes its own configuration" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_where_the_demo_puts_things(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--dir: all under it; a checkout: config/pipeline.yaml's state and server; elsewhere: the
+    user's data and state directories (XDG on Linux)."""
+    from pipeline.demo.layout import DemoLayout, choose_layout, demo_config
+
+    given = choose_layout(tmp_path / "d", tmp_path)
+    d = tmp_path / "d"
+    assert given == DemoLayout(d, d / "state", d / "noida-db", d / "iolens.yaml")
+    assert given.report == d / "report.html"
+    config = demo_config(given)
+    assert config["state_dir"] == str(d / "state")
+    assert config["embedded"] == {"data_dir": str(d / "noida-db")}
+    assert [x["path"] for x in config["drops"]] == [
+        str(d / "drops" / t) for t in ("fio", "sadf", "darshan", "slurm", "events")
+    ]
+    assert config["drops"][4]["schema"] == "http_server"  # the bundled schema, by name
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "pipeline.yaml").write_text(
+        "state_dir: /srv/st\nembedded: {data_dir: /srv/db}\n"
+    )
+    assert choose_layout(None, tmp_path) == DemoLayout(
+        Path("var/demo"), Path("/srv/st"), Path("/srv/db"), None
+    )
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    data = tmp_path / "share" / "iolens" / "demo"
+    assert choose_layout(None, tmp_path / "d") == DemoLayout(
+        data, tmp_path / "state" / "iolens" / "demo", data / "noida-db", data / "iolens.yaml"
+    )
 
 
 def test_a_demo_into_a_new_cluster_says_what_was_delivered_elsewhere(

@@ -1,10 +1,13 @@
-"""CHANGELOG.md keeps the Keep a Changelog 1.1.0 form, its newest release being pyproject's."""
+"""CHANGELOG.md keeps the Keep a Changelog 1.1.0 form, its newest release being the version the
+package carries (``pipeline.__version__``, which pyproject.toml reads)."""
 
 from __future__ import annotations
 
 import re
 import tomllib
 from pathlib import Path
+
+import pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
@@ -16,8 +19,11 @@ def headings(level: int) -> list[str]:
     return re.findall(rf"^{'#' * level} (.+)$", text, re.M)
 
 
-def test_unreleased_on_top_then_the_version_of_pyproject() -> None:
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+def test_unreleased_on_top_then_the_version_of_the_package() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "pipeline.__version__"}
+    version = pipeline.__version__
     releases = headings(2)
     assert releases[0] == "[Unreleased]"
     assert re.fullmatch(rf"\[{re.escape(version)}\] - \d{{4}}-\d{{2}}-\d{{2}}", releases[1])
