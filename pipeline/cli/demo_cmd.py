@@ -118,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
             (now - DEFAULT_SPAN, now),
             DEFAULT_SPAN,
         )
-        print_next(console, str(report), settings.elasticsearch.namespace, layout.config)
+        print_next(
+            console, str(report), settings.elasticsearch.namespace, layout.config, cluster.url
+        )
         if cluster.server is not None:
             console.print(f"  the embedded server keeps running at {cluster.url}", highlight=False)
     return 0 if not summary.unsent else 75

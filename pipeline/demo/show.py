@@ -112,12 +112,16 @@ def workload_table(clusters: Sequence[Cluster]) -> Table:
 
 
 def print_next(
-    console: Console, report: str | None, namespace: str, config: Path | None = None
+    console: Console,
+    report: str | None,
+    namespace: str,
+    config: Path | None = None,
+    url: str = "http://localhost:9200",
 ) -> None:
     """Where to look next: the report, the state, Kibana, queries, stopping the server.
 
     ``config``: the configuration the demo wrote (``None``: the one found by default, as in a
-    checkout), which the commands below need.
+    checkout), which the commands below need; ``url``: the cluster the queries go to.
     """
     console.print("\n[b]Where next[/b]")
     if config is not None:
@@ -129,8 +133,8 @@ def print_next(
         "iolens status: the registry, spool, dead letters and the cluster",
         "iolens darshan stats: the jobs' I/O statistics; iolens deadletter list: rejected input",
         "iolens setup --kibana-url http://localhost:5601: dashboards and alert rules in Kibana",
-        f"curl -s 'localhost:9200/logs-iolens.io_diagnosis-{namespace}/_search?pretty'",
-        f"curl -s 'localhost:9200/metrics-iolens.peer_anomaly-{namespace}/_search"
+        f"curl -s '{url}/logs-iolens.io_diagnosis-{namespace}/_search?pretty'",
+        f"curl -s '{url}/metrics-iolens.peer_anomaly-{namespace}/_search"
         "?q=iolens.faulty:true&pretty'",
         "iolens server stop: stop the embedded server",
     ]

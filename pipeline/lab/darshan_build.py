@@ -41,6 +41,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ DOWNLOAD_TIMEOUT_S = 60.0
 TARBALL_ENV = "IOLENS_DARSHAN_TARBALL"
 """Environment variable naming a local Darshan source tarball (used instead of downloading)."""
 
-WRITER_SOURCE = Path(__file__).with_name("mpiio_writer.c")
+WRITER_SOURCE = Path(str(files(__package__ or "pipeline.lab").joinpath("mpiio_writer.c")))
 """The MPI-IO writer's C source, shipped as package data beside this module."""
 
 OUTPUT_TAIL_LINES = 25
