@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 
 LAB_PACKAGES := mpich libmpich-dev autoconf automake libtool zlib1g-dev fuse libfuse2 e2fsprogs
 
-.PHONY: demo test lint schema stop sysdeps labdeps lab clean bench docs
+.PHONY: demo test lint schema stop sysdeps labdeps lab clean bench docs dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ docs: $(STAMP)
 	$(BIN)/python scripts/gen_docs.py --check || { $(BIN)/python scripts/gen_docs.py; exit 1; }
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# The wheel and sdist a site installs (dist/): everything iolens reads at run time is inside.
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 stop: $(STAMP)
 	$(BIN)/iolens server stop --data-dir var/noida-db --data-dir var/lab/noida-db
 
@@ -75,4 +80,4 @@ bench: $(STAMP) sysdeps
 	$(BIN)/python bench/soak.py
 
 clean: stop
-	rm -rf var
+	rm -rf var dist build
