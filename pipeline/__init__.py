@@ -1,3 +1,3 @@
 """iolens: an Elasticsearch-backed observability pipeline for storage and HPC I/O performance."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
