@@ -65,6 +65,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pipeline.cli.config_cmd",
         "print the example configuration or its schema; check one",
     ),
+    "service": ("pipeline.cli.service_cmd", "print the systemd unit for iolens run"),
 }
 
 
