@@ -15,11 +15,17 @@ the settings (:func:`placeholders`): a string that is only ``${name}`` becomes t
 spec). A file with ``"for_each": "alerts.sla"`` gives one rule per service level, with the
 ``sla.*`` values of each. An ``.es-query`` rule's ``esQuery`` is kept as JSON in the file and
 sent as the JSON string Kibana's ``es_query/rule_type_params.ts`` takes.
+
+Every rule should look back at least ``alerts.max_lag_s + alerts.interval``
+(:func:`lag_window_s`), so that a document indexed as late as the pipeline tolerates is still
+evaluated by one run; :func:`rules` logs a warning for a rule that does not.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +37,8 @@ from pipeline.errors import ConfigError
 from pipeline.kibana import DEFAULT_DIR
 from pipeline.settings import Settings, SlaSettings
 
+log = logging.getLogger(__name__)
+
 RULES_DIR = DEFAULT_DIR / "rules"
 """The packaged ``kibana/rules/`` (found as :data:`pipeline.kibana.DEFAULT_DIR` is)."""
 
@@ -39,6 +47,8 @@ RULE_KEYS = ("name", "rule_type_id", "consumer", "schedule", "enabled", "tags", 
 """Keys every ``rule`` of a file carries."""
 
 _PLACEHOLDER = re.compile(r"\$\{([\w.]+)(?::([^}]*))?\}")
+UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+"""Seconds per unit of a Kibana interval or time window."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,7 @@ class RuleFile:
 
 
 def window(interval: str) -> tuple[int, str]:
-    """``"5m"`` -> ``(5, "m")``: a Kibana interval as an ``.es-query`` time window.
+    """``"5m"`` -> ``(5, "m")``: a Kibana interval as a time window's size and unit.
 
     Raises:
         ConfigError: the interval is not a count of s, m, h or d.
@@ -81,20 +91,41 @@ def window(interval: str) -> tuple[int, str]:
     return int(match[1]), match[2]
 
 
+def lag_window_s(settings: Settings) -> int:
+    """The shortest time window (s) that sees every document indexed up to ``alerts.max_lag_s``
+    after its time: ``max_lag_s + interval``, rounded up.
+
+    A rule run at ``t`` looks at ``[t - window, t]``; a document of time ``T`` becomes visible
+    at ``T + lag`` and the next run comes at most one ``interval`` later, so the window must
+    reach back ``lag + interval``.
+
+    Raises:
+        ConfigError: ``alerts.interval`` is not a count of s, m, h or d.
+    """
+    size, unit = window(settings.alerts.interval)
+    return math.ceil(settings.alerts.max_lag_s + size * UNIT_S[unit])
+
+
 def placeholders(settings: Settings) -> dict[str, Any]:
     """The values a rule file may name as ``${name}``.
+
+    ``alerts.lag_window_s`` is :func:`lag_window_s`; ``alerts.window_s`` is ``alerts.window_m``
+    in seconds, lengthened to ``alerts.lag_window_s`` when shorter.
 
     Raises:
         ConfigError: ``alerts.interval`` is not a count of s, m, h or d.
     """
     alerts = settings.alerts
     size, unit = window(alerts.interval)
+    lag = lag_window_s(settings)
     return {
         "namespace": settings.elasticsearch.namespace,
         "alerts.interval": alerts.interval,
         "alerts.interval.size": size,
         "alerts.interval.unit": unit,
         "alerts.window_m": alerts.window_m,
+        "alerts.window_s": max(alerts.window_m * 60, lag),
+        "alerts.lag_window_s": lag,
         "alerts.persistence_threshold": alerts.persistence_threshold,
         "alerts.sink_utilisation": alerts.sink_utilisation,
         "alerts.max_lag_s": alerts.max_lag_s,
@@ -207,4 +238,26 @@ def rules(settings: Settings, root: Path = RULES_DIR) -> list[Rule]:
         out += [render(file, scope, settings, cid) for scope in scopes]
     if len({r.id for r in out}) != len(out):
         raise ConfigError(f"{root}: two alert rules share an id")
+    for rule in out:
+        _warn_if_short(rule, settings)
     return out
+
+
+def window_seconds(params: Mapping[str, Any]) -> int:
+    """A rule's time window (``timeWindowSize`` x ``timeWindowUnit``) in seconds."""
+    return int(params["timeWindowSize"]) * UNIT_S[params["timeWindowUnit"]]
+
+
+def _warn_if_short(rule: Rule, settings: Settings) -> None:
+    """Log when ``rule`` looks back less than :func:`lag_window_s`: a document indexed that
+    late is never evaluated by it."""
+    need = lag_window_s(settings)
+    have = window_seconds(rule.body["params"])
+    if have < need:
+        log.warning(
+            "rule %r looks back %d s, less than alerts.max_lag_s + alerts.interval (%d s): "
+            "documents indexed that late are not evaluated by it",
+            rule.body["name"],
+            have,
+            need,
+        )
