@@ -13,21 +13,24 @@ namespace), so a second setup updates them rather than adding copies. The rules 
   (``iolens.persistence.value``) passes ``alerts.persistence_threshold``;
 * **low-bandwidth jobs** (seed 004): a job diagnosed as low-bandwidth
   (``logs-iolens.io_diagnosis`` with ``low_bandwidth: true``) in the last hour;
-* **pipeline health** (seed 003): the sink saturated, its utilisation over
-  ``alerts.sink_utilisation`` (``metrics-iolens.service_rate``); documents waiting longer than
-  ``alerts.max_lag_s`` from being read to being acknowledged, and new dead letters
-  (``metrics-iolens.pipeline``, written every tick of ``iolens run``);
-* **storage incident**: a new revision of an open incident (``logs-iolens.incident``: a LUN
+* **pipeline health** (seed 003): a host's sink saturated, its utilisation above
+  ``alerts.sink_utilisation`` for 15 minutes (``metrics-iolens.service_rate``); documents
+  waiting longer than ``alerts.max_lag_s`` from being read to being acknowledged, and new dead
+  letters (``metrics-iolens.pipeline``, written every tick of ``iolens run``);
+* **storage incident**: an open incident opened or revised (``logs-iolens.incident``: a LUN
   persistently anomalous among its peers with the fio SLA breaches and Darshan jobs on it), an
   ``.es-query`` rule with one alert per incident.
 
+``docs/kibana.md`` gives each rule's condition as a sentence (a table the tests read) and every
+rule looks back at least ``alerts.max_lag_s + alerts.interval``, so that a document indexed as
+late as the pipeline tolerates is still seen (:func:`pipeline.alerting.rules.lag_window_s`).
+
 Actions go to a connector that works on a Basic licence: ``server-log`` (Kibana's log) or
-``index`` (an alert document per firing into the plain index ``iolens-alerts-<namespace>``, not
-a data stream: Kibana's index connector writes with the ``index`` operation, which data streams
-refuse); ``webhook`` (Gold and up) posts to ``alerts.webhook_url``
-(:mod:`pipeline.alerting.connector`). Watcher definitions for licensed clusters are in
-``kibana/watches/`` (:func:`watches`) and installed only when the licence allows
-(:mod:`pipeline.alerting.install`).
+``index`` (an alert document per firing into the data stream ``logs-iolens.alert-<namespace>``,
+which the Watcher definitions write to as well); ``webhook`` (Gold and up) posts to
+``alerts.webhook_url`` (:mod:`pipeline.alerting.connector`). Watcher definitions for licensed
+clusters are in ``kibana/watches/`` (:func:`watches`) and installed only when the licence
+allows (:mod:`pipeline.alerting.install`).
 """
 
 from pipeline.alerting.connector import ID_NAMESPACE, connector

@@ -1,10 +1,16 @@
 """The connector the alert rules act through, and the action each rule sends to it.
 
 One connector per install, of the type ``alerts.action`` names: ``server-log`` (Kibana's log),
-``index`` (an alert document per firing into the plain index ``iolens-alerts-<namespace>``) or
-``webhook`` (a POST of ``{"text": message}`` to ``alerts.webhook_url``; Gold licence and up).
-Ids are fixed, ``uuid5(ID_NAMESPACE, "<what>/<namespace>")``, so a second setup updates the
-objects instead of adding copies.
+``index`` (an alert document per firing into the data stream ``logs-iolens.alert-<namespace>``,
+:func:`alert_document`) or ``webhook`` (a POST of ``{"text": message}`` to
+``alerts.webhook_url``; Gold licence and up). Ids are fixed,
+``uuid5(ID_NAMESPACE, "<what>/<namespace>")``, so a second setup updates the objects instead of
+adding copies.
+
+Messages and documents use only the action variables Kibana documents for every rule type
+(``rule.*``, ``alert.*``, ``date``) and the ``context`` both ``.index-threshold`` and
+``.es-query`` give (``value``, ``conditions``): the group an alert is for (a LUN, a host, an
+incident id) is ``{{alert.id}}``, since ``context.group`` exists for ``.index-threshold`` only.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from pipeline.settings import AlertSettings, Settings
 ID_NAMESPACE = uuid.UUID("6f0b6a52-6f2e-4c55-9a8e-2a61b0d6c1a4")
 """Rule and connector ids are ``uuid5(ID_NAMESPACE, "<what>/<namespace>")``."""
 
-DEFAULT_MESSAGE = "{{rule.name}}: {{context.group}} is {{context.value}} ({{context.conditions}})"
+DEFAULT_MESSAGE = "{{rule.name}}: {{alert.id}} is {{context.value}} ({{context.conditions}})"
 """An action's text (Kibana mustache) when its rule names none."""
+
+ALERT_DATASET = "iolens.alert"
+"""The dataset of alert documents: the data stream ``logs-iolens.alert-<namespace>``."""
 
 
 def object_id(what: str, namespace: str) -> str:
@@ -33,7 +42,7 @@ def connector(settings: Settings) -> tuple[str, dict[str, Any]]:
     cid = object_id(f"connector/{alerts.action}", ns)
     if alerts.action == "index":
         config: dict[str, Any] = {
-            "index": f"iolens-alerts-{ns}",
+            "index": f"logs-{ALERT_DATASET}-{ns}",
             "executionTimeField": "@timestamp",
             "refresh": False,
         }
@@ -49,29 +58,49 @@ def connector(settings: Settings) -> tuple[str, dict[str, Any]]:
     return cid, {"name": "iolens alerts log", "connector_type_id": ".server-log", "config": {}}
 
 
-def _action_params(alerts: AlertSettings, message: str) -> dict[str, Any]:
+def alert_document(namespace: str, message: str) -> dict[str, Any]:
+    """The document the ``index`` connector writes per firing (Kibana mustache in the values).
+
+    Kibana's index connector adds ``@timestamp`` (``executionTimeField``) and writes with
+    ``op_type: create``, which data streams require (Kibana 8.4 and later, elastic/kibana#136011).
+    Rendered values are strings: ``iolens.alert.value`` is a number in text, which the mapping
+    (``logs-iolens.alert@package``, a ``double``) takes.
+    """
+    return {
+        "data_stream": {"type": "logs", "dataset": ALERT_DATASET, "namespace": namespace},
+        "event": {"kind": "alert", "module": "iolens", "dataset": ALERT_DATASET},
+        "rule": {"id": "{{rule.id}}", "name": "{{rule.name}}"},
+        "iolens": {
+            "alert": {
+                "group": "{{alert.id}}",
+                "value": "{{context.value}}",
+                "conditions": "{{context.conditions}}",
+            }
+        },
+        "message": message,
+    }
+
+
+def _action_params(alerts: AlertSettings, namespace: str, message: str) -> dict[str, Any]:
     """What the connector of ``alerts.action`` is given per firing."""
     if alerts.action == "index":
-        alert = {"group": "{{context.group}}", "value": "{{context.value}}"}
-        document = {
-            "rule": {"name": "{{rule.name}}", "id": "{{rule.id}}"},
-            "iolens": {"alert": alert},
-            "message": message,
-        }
-        return {"documents": [document]}
+        return {"documents": [alert_document(namespace, message)]}
     if alerts.action == "webhook":
         return {"body": json.dumps({"text": message})}
     return {"level": "warn", "message": message}
 
 
 def action(
-    alerts: AlertSettings, connector_id: str, group: str, message: str | None = None
+    settings: Settings, connector_id: str, group: str, message: str | None = None
 ) -> dict[str, Any]:
-    """A rule's action: ``message`` (default :data:`DEFAULT_MESSAGE`) to the connector when the
-    rule's action ``group`` (``"threshold met"``, ``"query matched"``) changes."""
+    """A rule's action: ``message`` (default :data:`DEFAULT_MESSAGE`) to the connector when an
+    alert of the rule enters the action ``group`` (``"threshold met"``, ``"query matched"``):
+    once per alert (per group of a grouped rule) while it stays active."""
     return {
         "group": group,
         "id": connector_id,
-        "params": _action_params(alerts, message or DEFAULT_MESSAGE),
+        "params": _action_params(
+            settings.alerts, settings.elasticsearch.namespace, message or DEFAULT_MESSAGE
+        ),
         "frequency": {"summary": False, "notify_when": "onActionGroupChange", "throttle": None},
     }

@@ -215,7 +215,7 @@ def render(file: RuleFile, values: Mapping[str, Any], settings: Settings, cid: s
     params = body["params"]
     if body["rule_type_id"] == ".es-query" and not isinstance(params.get("esQuery"), str):
         params["esQuery"] = json.dumps(params["esQuery"], sort_keys=True)
-    body["actions"] = [action(settings.alerts, cid, file.group, file.message)]
+    body["actions"] = [action(settings, cid, file.group, file.message)]
     rid = object_id(fill(file.id, values, str(file.path)), settings.elasticsearch.namespace)
     return Rule(rid, body)
 
