@@ -48,8 +48,8 @@ class AlertSettings(Frozen):
     )
     action: Literal["server-log", "index", "webhook"] = Field(
         "server-log",
-        description="Where alerts go: Kibana's log or an index (iolens-alerts-<namespace>),"
-        " both on a Basic licence; webhook needs Gold.",
+        description="Where alerts go: Kibana's log or the data stream "
+        "logs-iolens.alert-<namespace>, both on a Basic licence; webhook needs Gold.",
     )
     webhook_url: str | None = Field(None, description="The webhook's URL (action: webhook).")
 

@@ -332,18 +332,18 @@ def test_the_incident_rule_fires_per_new_open_incident() -> None:
         "groupBy": "top",
         "termField": "iolens.incident.id",
         "termSize": 100,
-        "timeWindowSize": 2,
-        "timeWindowUnit": "m",
+        "timeWindowSize": 420,  # max_lag_s (300) + interval (2 min)
+        "timeWindowUnit": "s",
         "thresholdComparator": ">",
         "threshold": [0],
-        "excludeHitsFromPreviousRun": True,
+        "excludeHitsFromPreviousRun": False,  # ignored by Kibana on a grouped rule
     }
     assert action == {
         "group": "query matched",
         "id": str(uuid.uuid5(ID_NAMESPACE, "connector/server-log/prod")),
         "params": {
             "level": "warn",
-            "message": "{{rule.name}} {{context.group}}: "
+            "message": "{{rule.name}} {{alert.id}}: "
             "{{#context.hits}}{{_source.iolens.incident.summary}} {{/context.hits}}",
         },
         "frequency": {"summary": False, "notify_when": "onActionGroupChange", "throttle": None},
