@@ -1,6 +1,7 @@
 # iolens task runner. `make demo`, `make test` and `make lab` work on a fresh machine: they create
-# .venv, install iolens with what it needs, and (as root) Debian's fio, sysstat, linux-perf and
-# chromium, and for the incident lab mpich, the autotools, zlib and FUSE, when missing.
+# .venv, install iolens with what it needs, and (as root) Debian's fio, sysstat, linux-perf,
+# chromium and systemd (systemd-analyze verifies the shipped unit), and for the incident lab
+# mpich, the autotools, zlib and FUSE, when missing.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -18,12 +19,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 sysdeps:
-	@if ! command -v fio >/dev/null 2>&1 || ! command -v sadf >/dev/null 2>&1 || ! command -v perf >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then \
+	@if ! command -v fio >/dev/null 2>&1 || ! command -v sadf >/dev/null 2>&1 || ! command -v perf >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing Debian packages fio, sysstat, linux-perf and chromium"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio sysstat linux-perf chromium >/dev/null; \
+	    echo "installing Debian packages fio, sysstat, linux-perf, chromium and systemd"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio sysstat linux-perf chromium systemd >/dev/null; \
 	  else \
-	    echo "fio/sysstat/perf/chromium missing: install them (sudo apt-get install fio sysstat linux-perf chromium)"; \
+	    echo "fio/sysstat/perf/chromium/systemd-analyze missing: install them (sudo apt-get install fio sysstat linux-perf chromium systemd)"; \
 	  fi; \
 	fi
 

@@ -50,6 +50,12 @@ def add_parser(sub: Subparsers, name: str) -> None:
         action="store_true",
         help="leave a started embedded server running after exit (iolens server stop stops it)",
     )
+    p.add_argument(
+        "--no-embedded",
+        action="store_true",
+        help="never start the embedded server: a cluster that does not answer at the start is "
+        "an error naming it (the same as embedded.enabled: false)",
+    )
 
 
 def add_redeliver(p: argparse.ArgumentParser) -> None:
@@ -96,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "no drop directories: add drops: to the config or pass --drop fio-hist=DIR"
         )
-    with Cluster(settings, detach=args.keep_server) as cluster:
+    with Cluster(settings, detach=args.keep_server, embedded=not args.no_embedded) as cluster:
         with MainJob(settings, cluster.client, redeliver=args.redeliver) as job:
             if args.once:
                 summary = job.run_once()

@@ -78,13 +78,18 @@ class EmbeddedSettings(Frozen):
 def read_secret(path: str) -> str:
     """The secret in ``path`` (surrounding white space dropped).
 
+    A file under ``$CREDENTIALS_DIRECTORY`` is a credential systemd passed with
+    ``LoadCredential=`` (systemd.exec(5)): systemd owns its access (on a tmpfs it grants the
+    service's user read through an ACL, so the mode shows group bits), and its mode is not
+    checked.
+
     Raises:
         ValueError: the file is missing, unreadable, empty, or readable by group or others
             (the message names the file and its mode).
     """
     try:
         st = os.stat(path)
-        if st.st_mode & 0o077:
+        if st.st_mode & 0o077 and not _systemd_credential(path):
             raise ValueError(
                 f"{path} is readable by group or others (mode {st.st_mode & 0o777:04o}); "
                 "chmod 600 it"
@@ -95,3 +100,11 @@ def read_secret(path: str) -> str:
     if not secret:
         raise ValueError(f"{path} is empty")
     return secret
+
+
+def _systemd_credential(path: str) -> bool:
+    """Whether ``path`` lies in the credentials directory systemd made for this service."""
+    creds = os.environ.get("CREDENTIALS_DIRECTORY")
+    if not creds:
+        return False
+    return Path(path).resolve().is_relative_to(Path(creds).resolve())

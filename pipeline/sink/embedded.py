@@ -141,7 +141,15 @@ class EmbeddedServer:
     def _spawn(self, detach: bool) -> subprocess.Popen[bytes]:
         """Start the binary, its output appended to ``<data_dir>/noida-db.log``."""
         binary = noida_binary()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(
+                f"cannot start the embedded Elasticsearch-API server: its data directory "
+                f"{self.data_dir}: {err.strerror}. Fix: set embedded.data_dir to a writable "
+                "directory, or embedded.enabled: false (iolens run --no-embedded) where a real "
+                "cluster is expected"
+            ) from None
         cmd = [
             str(binary), "start", "--data-dir", str(self.data_dir), "--only", "elasticsearch",
             "--elasticsearch-port", str(self.port), "--host", self.host,

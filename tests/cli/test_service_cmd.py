@@ -133,7 +133,8 @@ def test_the_unit_runs_this_installation_with_its_key_settings() -> None:
     units = unit_settings(printed_unit("service", "unit", env={"IOLENS_CONFIG": "/x.yaml"}))
     service = units["Service"]
     assert service["ExecStart"] == [
-        f"{IOLENS} --config /etc/iolens/pipeline.yaml run --state-dir ${{STATE_DIRECTORY}}"
+        f"{IOLENS} --config /etc/iolens/pipeline.yaml run --no-embedded "
+        "--state-dir ${STATE_DIRECTORY}"
     ]
     expected = {
         "Type": "exec",
@@ -178,6 +179,7 @@ def test_iolens_parses_the_command_line_of_the_unit() -> None:
     assert (args.command, args.config) == ("run", "/etc/iolens/pipeline.yaml")
     assert args.state_dir == "/v/i"
     assert not args.once and not args.keep_server
+    assert args.no_embedded  # a service never stands in a development server for its cluster
 
 
 def test_no_secret_reaches_the_unit() -> None:
@@ -221,7 +223,8 @@ def test_user_config_and_a_path_with_spaces(
     service = unit_settings(text)["Service"]
     assert service["User"] == service["Group"] == ["svc-io_1"]
     assert service["ExecStart"] == [
-        f'"{script}" --config "{tmp_path}/conf/p 1%%.yaml" run --state-dir ${{STATE_DIRECTORY}}'
+        f'"{script}" --config "{tmp_path}/conf/p 1%%.yaml" run --no-embedded '
+        "--state-dir ${STATE_DIRECTORY}"
     ]
     assert verify(write_unit(tmp_path / "unit", text)) == (0, [])
 

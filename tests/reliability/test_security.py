@@ -49,6 +49,25 @@ def test_secrets_come_from_files_only_when_kept_private(tmp_path: Path) -> None:
     assert pw.read_text().strip() not in repr(es) and "hunter2" not in str(es)
 
 
+def test_a_systemd_credential_is_read_whatever_its_mode_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LoadCredential='s copy on a tmpfs shows mode 0440 (systemd grants the read by an ACL):
+    under $CREDENTIALS_DIRECTORY the mode is systemd's business; anywhere else it is checked."""
+    creds = tmp_path / "credentials" / "iolens.service"
+    creds.mkdir(parents=True)
+    key = secret_file(creds, "es-api-key", "a2V5OnNlY3JldA==", mode=0o440)
+    outside = secret_file(tmp_path, "es-api-key", "a2V5OnNlY3JldA==", mode=0o440)
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    read = settings_from_mapping({}, env={"IOLENS_ES_API_KEY_FILE": str(key)})
+    assert read.elasticsearch.api_key == "a2V5OnNlY3JldA=="
+    with pytest.raises(ConfigError, match=r"readable by group or others \(mode 0440\)"):
+        settings_from_mapping({}, env={"IOLENS_ES_API_KEY_FILE": str(outside)})
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY")
+    with pytest.raises(ConfigError, match=r"readable by group or others \(mode 0440\)"):
+        settings_from_mapping({}, env={"IOLENS_ES_API_KEY_FILE": str(key)})
+
+
 @pytest.mark.integration
 def test_secrets_never_reach_logs_state_or_dead_letters(
     es_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture

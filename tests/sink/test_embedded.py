@@ -124,6 +124,41 @@ def test_ensure_cluster_without_embedded_names_url_and_fix(tmp_path: Path) -> No
         ensure_cluster(ElasticsearchSettings(url=remote), EmbeddedSettings(data_dir=str(tmp_path)))
 
 
+def test_a_data_directory_that_cannot_be_made_is_a_config_error(tmp_path: Path) -> None:
+    """As under a service's read-only file system: the directory named, the fixes said."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    emb = EmbeddedSettings(data_dir=str(blocker / "noida-db"))
+    url = f"http://localhost:{free_port()}"
+    with pytest.raises(ConfigError) as err:
+        ensure_cluster(ElasticsearchSettings(url=url), emb)
+    assert str(err.value) == (
+        f"cannot start the embedded Elasticsearch-API server: its data directory "
+        f"{blocker / 'noida-db'}: Not a directory. Fix: set embedded.data_dir to a writable "
+        "directory, or embedded.enabled: false (iolens run --no-embedded) where a real cluster "
+        "is expected"
+    )
+
+
+def test_run_no_embedded_never_starts_the_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.cli.main import main
+
+    url = f"http://127.0.0.1:{free_port()}"
+    config = tmp_path / "iolens.yaml"
+    config.write_text(f"embedded: {{data_dir: {tmp_path / 'noida-db'}}}\n")
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    argv = ["--config", str(config), "--es-url", url, "run", "--no-embedded", "--once"]
+    argv += ["--drop", f"fio-hist={drop}", "--state-dir", str(tmp_path / "state")]
+    assert main(argv) == 2
+    assert f"no Elasticsearch cluster answered at {url} (embedded.enabled is false)" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "noida-db").exists()
+
+
 def test_a_restart_on_the_same_data_is_said_at_debug_only(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
