@@ -40,6 +40,7 @@ from pipeline.shippers.discovery import FileSet
 from pipeline.shippers.formats import build_shippers
 from pipeline.shippers.formats.base import ShipContext, Tail
 from pipeline.shippers.watcher import DropWatcher, FileEvent
+from pipeline.sink.agent_id import agent_id
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
 from pipeline.sink.cluster_id import cluster_id
@@ -107,8 +108,8 @@ class MainJob:
             )
         if redeliver:
             self._redeliver()
-        self.ctx = DocContext(namespace=settings.elasticsearch.namespace)
-        host = socket.gethostname()
+        host = socket.gethostname()  # agent.name of every document; host.name of our own metrics
+        self.ctx = DocContext(settings.elasticsearch.namespace, host, agent_id(state))
         self.shipping = ShipContext(
             settings, state, host, clock, self._darshan_evidence, self.registry, self.ctx
         )

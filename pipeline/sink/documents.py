@@ -40,15 +40,28 @@ def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class DocContext:
-    """What every document of one iolens instance shares."""
+    """What every document of one iolens instance shares: its namespace and its writer.
+
+    ``agent.*`` is the writer; ``host.name`` stays the observed host (a fio client, a LUN's
+    server). Neither is part of any ``_id``: a record read by another instance, or another
+    version, is the same document (a 409 on create).
+
+    Attributes:
+        namespace: the data streams' namespace.
+        agent_name: ``agent.name``, the writing host (default: ``socket.gethostname()``).
+        agent_id: ``agent.id``, kept across restarts (:mod:`pipeline.sink.agent_id`); None: none.
+        agent_version: ``agent.version`` (default: the running iolens, ``pipeline.__version__``).
+    """
 
     namespace: str = "default"
     agent_name: str = field(default_factory=socket.gethostname)
+    agent_id: str | None = None
+    agent_version: str = __version__
 
     def base(
         self, kind: str, dataset: str, when_ms: int | float, created_ms: float
     ) -> dict[str, Any]:
-        """ECS fields common to all our documents."""
+        """ECS fields common to all our documents (``agent``: :meth:`agent`); a new dict."""
         return {
             "@timestamp": iso_ms(when_ms),
             "data_stream": {"type": kind, "dataset": dataset, "namespace": self.namespace},
@@ -59,8 +72,15 @@ class DocContext:
                 "created": iso_ms(created_ms),
             },
             "ecs": {"version": ECS_VERSION},
-            "agent": {"type": "iolens", "name": self.agent_name, "version": __version__},
+            "agent": self.agent(),
         }
+
+    def agent(self) -> dict[str, str]:
+        """The ECS ``agent`` object: ``type`` (iolens), ``name``, ``version``, ``id`` if known."""
+        agent = {"type": "iolens", "name": self.agent_name, "version": self.agent_version}
+        if self.agent_id is not None:
+            agent["id"] = self.agent_id
+        return agent
 
 
 @dataclass(frozen=True)

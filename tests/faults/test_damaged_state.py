@@ -92,6 +92,7 @@ def base(es_url: str, tmp_path_factory: pytest.TempPathFactory) -> Base:
     assert all(expected.values()), expected
     assert snapshots > 0
     assert sorted(p.name for p in (tmp / "state").iterdir()) == [
+        "agent_id",
         "deadletter",
         "jobs.sqlite",
         "lock",
