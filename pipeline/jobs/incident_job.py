@@ -77,6 +77,8 @@ class IncidentJob:
             mount table, namespace).
         lease: takes or renews the job's lease.
         clock: wall-clock seconds.
+        ctx: the documents' context, the writer's ``agent.*`` with it (None: the namespace of
+            ``settings``, this host's name, no ``agent.id``).
     """
 
     client: Elasticsearch
@@ -84,6 +86,7 @@ class IncidentJob:
     lease: Callable[[], bool]
     clock: Callable[[], float] = time.time
     written: int = 0
+    ctx: DocContext | None = None
 
     @property
     def ns(self) -> str:
@@ -168,7 +171,7 @@ class IncidentJob:
         ]
 
     def _documents(self, incidents: Iterable[Incident]) -> list[tuple[str, dict[str, Any]]]:
-        ctx = DocContext(namespace=self.ns)
+        ctx = self.ctx or DocContext(namespace=self.ns)
         sla = self.settings.incident.sla
         limits = (sla.percentile, sla.under_s * 1000)
         created = self.clock() * 1000

@@ -55,7 +55,7 @@ class ScheduledJobs:
         emit: where the jobs' documents go (the sink).
         settle: flush the sink; True when nothing is left unacknowledged.
         dirty: the fio intervals touched by acknowledged documents.
-        ctx: the documents' namespace.
+        ctx: the documents' namespace and writer (``agent.*``), for every job's documents.
         clock: wall-clock seconds.
         monotonic: monotonic seconds, for how long another instance's lease was seen unchanged.
 
@@ -90,7 +90,7 @@ class ScheduledJobs:
         self.peer = self._peer_job(settings, client, emit, settle, ctx, clock)
         name = f"incident.{settings.elasticsearch.namespace}"
         lease = Lease(client, name, _lease_ttl_s(settings), clock=clock, monotonic=monotonic)
-        self.incident = IncidentJob(client, settings, lease.acquire, clock)
+        self.incident = IncidentJob(client, settings, lease.acquire, clock, ctx=ctx)
 
     def _peer_job(
         self,

@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 
 VOLATILE = ("updated",)
 """Fields of ``iolens.incident`` that change on every write and do not make a revision."""
+NOT_COMPARED = ("event", "iolens", "agent")
+"""Top-level fields an incident's revisions are not compared on: ``event`` (its ``created``
+changes on every write; its start and end are in ``iolens.incident`` too), ``iolens`` (compared
+apart, without :data:`VOLATILE`) and ``agent`` (which instance wrote it: another instance taking
+over the job does not make a revision)."""
 
 
 def incident_source(
@@ -85,7 +90,7 @@ def _incident_fields(
 
 def _comparable(source: Mapping[str, Any]) -> dict[str, Any]:
     inc = {k: v for k, v in source["iolens"]["incident"].items() if k not in VOLATILE}
-    return {**{k: v for k, v in source.items() if k not in ("event", "iolens")}, "inc": inc}
+    return {**{k: v for k, v in source.items() if k not in NOT_COMPARED}, "inc": inc}
 
 
 def write_incidents(
