@@ -127,8 +127,8 @@ def _put(client: Elasticsearch, obj: TemplateObject, body: dict[str, Any]) -> No
         client.indices.put_index_template(name=obj.name, body=body)
 
 
-def _update_existing(client: Elasticsearch, stream: str, body: dict[str, Any]) -> None:
-    """Add the component's fields to the data streams of ``stream`` that exist already.
+def _update_existing(client: Elasticsearch, index: str, props: dict[str, Any]) -> None:
+    """Add the fields ``props`` to the data streams of ``index`` (a pattern) that exist already.
 
     A template applies to backing indices created after it; without this, a field added by an
     upgrade (mapped ``dynamic: strict`` in our namespaces) would be rejected until the next
@@ -136,11 +136,10 @@ def _update_existing(client: Elasticsearch, stream: str, body: dict[str, Any]) -
     data streams (Elasticsearch: "Add a new field mapping to a data stream"); fields that exist
     keep their types (a changed type is an error, as it is for Elasticsearch).
     """
-    props = body.get("template", {}).get("mappings", {}).get("properties")
     if not props:
         return
     client.indices.put_mapping(
-        index=f"{stream}-*",
+        index=index,
         properties=props,
         allow_no_indices=True,
         ignore_unavailable=True,
@@ -148,11 +147,75 @@ def _update_existing(client: Elasticsearch, stream: str, body: dict[str, Any]) -
     )
 
 
+def _properties(body: dict[str, Any]) -> dict[str, Any]:
+    """The top-level mapped fields of a component-template body (none: empty)."""
+    props = body.get("template", {}).get("mappings", {}).get("properties")
+    return props if isinstance(props, dict) else {}
+
+
+def updatable(props: dict[str, Any]) -> dict[str, Any]:
+    """``props`` without its ``constant_keyword`` fields (and objects left empty by that).
+
+    A constant keyword's value is fixed by the first document of each data stream; a mapping
+    without it is refused by Elasticsearch where the value is set, so those fields are never
+    sent to existing data streams (they are there since the stream was made).
+    """
+    out: dict[str, Any] = {}
+    for name, spec in props.items():
+        if spec.get("type") == "constant_keyword":
+            continue
+        if "properties" in spec:
+            inner = updatable(spec["properties"])
+            if not inner:
+                continue
+            spec = {**spec, "properties": inner}
+        out[name] = spec
+    return out
+
+
+def _composed_patterns(objects: Sequence[TemplateObject], component: str) -> list[str]:
+    """The index patterns of the index templates in ``objects`` composed of ``component``."""
+    return [
+        pattern
+        for o in objects
+        if o.kind == "index" and component in o.body.get("composed_of", ())
+        for pattern in o.body.get("index_patterns", ())
+    ]
+
+
+def _update_shared(client: Elasticsearch, obj: TemplateObject, patterns: Sequence[str]) -> None:
+    """Add the fields of a component shared by several streams (the ECS part) to the existing
+    data streams of each of ``patterns``, as a stream's own component's are
+    (:func:`_update_existing`).
+
+    Our ECS objects are not strict: without this, a field added there by an upgrade (such as
+    ``agent.id``) would be mapped dynamically, as text, in each stream's current backing index.
+    A refusal (the field was mapped otherwise already, by documents written while an older
+    version's templates were installed) is said and left: the new type comes with the stream's
+    next rollover. Each pattern is a request of its own, so one refusal holds back no other.
+    """
+    props = updatable(_properties(obj.body))
+    for pattern in patterns:
+        try:
+            _update_existing(client, pattern, props)
+        except ApiError as err:
+            log.warning(
+                "%s: the fields of %s cannot be added to the existing data streams %s (%s: %s); "
+                "they are mapped from the next rollover (POST <data stream>/_rollover)",
+                obj.path,
+                obj.name,
+                pattern,
+                err.status_code,
+                err.body,
+            )
+
+
 def install(
     client: Elasticsearch, objects: Sequence[TemplateObject], caps: Capabilities
 ) -> list[str]:
     """PUT ``objects`` in install order (ILM, component, index), adapting to ``caps``; the
-    fields of each data stream's own component are also added to its existing data streams.
+    fields of each data stream's own component, and of the components it shares with others
+    (:func:`_update_shared`), are also added to its existing data streams.
 
     Returns:
         One message per object installed or skipped, plus one about ILM when it is missing.
@@ -166,6 +229,8 @@ def install(
         message, removed = _install_one(client, obj, caps)
         messages.append(message)
         stripped |= removed
+        if obj.kind == "component" and not obj.name.endswith("@package"):
+            _update_shared(client, obj, _composed_patterns(objects, obj.name))
     if stripped:
         messages.append(
             f"ILM is not available: removed {_LIFECYCLE} from the settings component; "
@@ -194,7 +259,8 @@ def _install_one(
     try:
         _put(client, obj, body)
         if obj.kind == "component" and obj.name.endswith("@package"):
-            _update_existing(client, obj.name.removesuffix("@package"), body)
+            stream = obj.name.removesuffix("@package")
+            _update_existing(client, f"{stream}-*", _properties(body))
     except ApiError as err:
         raise ConfigError(
             f"{obj.path}: the cluster rejected {obj.kind} {obj.name}: HTTP "

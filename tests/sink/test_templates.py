@@ -11,7 +11,13 @@ from elasticsearch import Elasticsearch
 
 from pipeline.settings import ConfigError
 from pipeline.sink.capabilities import PROBE_INDEX, Capabilities, detect
-from pipeline.sink.templates import install, load_templates, mappings_dir, without_lifecycle
+from pipeline.sink.templates import (
+    install,
+    load_templates,
+    mappings_dir,
+    updatable,
+    without_lifecycle,
+)
 
 MAPPINGS = mappings_dir()
 NO_ILM = Capabilities("8.15.3", ilm=False, data_stream_admin=False, percentiles_agg=False)
@@ -46,6 +52,7 @@ def test_load_templates_orders_ilm_component_index() -> None:
         ("component", "iolens@settings"),
         ("component", "logs-darshan.file@package"),
         ("component", "logs-darshan.job@package"),
+        ("component", "logs-iolens.alert@package"),
         ("component", "logs-iolens.incident@package"),
         ("component", "logs-iolens.io_diagnosis@package"),
         ("component", "logs-iolens.request@package"),
@@ -61,6 +68,7 @@ def test_load_templates_orders_ilm_component_index() -> None:
         ("component", "metrics-sysstat.diskio@package"),
         ("index", "logs-darshan.file"),
         ("index", "logs-darshan.job"),
+        ("index", "logs-iolens.alert"),
         ("index", "logs-iolens.incident"),
         ("index", "logs-iolens.io_diagnosis"),
         ("index", "logs-iolens.request"),
@@ -290,3 +298,71 @@ def test_an_upgrade_adds_new_fields_to_existing_data_streams(es_client: Elastics
     doc["fio"]["prefix"] = "lun3"
     es_client.index(index=stream, document=doc, op_type="create", refresh=True)
     assert es_client.count(index=stream)["count"] == 2
+
+
+def test_agent_fields_are_ecs_keywords() -> None:
+    ecs = flatten(props("iolens-ecs@mappings"))
+    assert {k: v for k, v in ecs.items() if k.startswith("agent.")} == {
+        "agent.type": "keyword",
+        "agent.name": "keyword",
+        "agent.version": "keyword",
+        "agent.id": "keyword",
+    }
+
+
+def test_constant_keywords_are_not_sent_to_existing_data_streams() -> None:
+    ecs = props("iolens-ecs@mappings")
+    sent = updatable(ecs)
+    assert "data_stream" not in sent
+    assert flatten(sent) == {k: v for k, v in flatten(ecs).items() if not k.startswith("data_")}
+
+
+@pytest.mark.integration
+def test_an_upgrade_adds_ecs_fields_to_existing_data_streams(
+    es_client: Elasticsearch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``agent.id`` came with an upgrade of the shared ECS component: data streams made before
+    it map it as a keyword once setup ran again (not dynamically, as text). A stream where it
+    is mapped otherwise already (written while the older templates were installed) is said,
+    and holds back no other stream."""
+    import copy
+    import dataclasses
+    import logging
+    import uuid
+
+    ns = f"up{uuid.uuid4().hex[:8]}"
+    streams = [f"metrics-fio.latency-{ns}", f"logs-slurm.job-{ns}"]
+    clash = f"metrics-lmt.ost-{ns}"
+    objects = load_templates()
+    old = []
+    for obj in objects:
+        if obj.name == "iolens-ecs@mappings":
+            body = copy.deepcopy(obj.body)
+            del body["template"]["mappings"]["properties"]["agent"]["properties"]["id"]
+            obj = dataclasses.replace(obj, body=body)
+        old.append(obj)
+    caps = detect(es_client)
+    doc: dict[str, Any] = {"@timestamp": "2026-01-01T00:00:00Z"}
+    try:
+        install(es_client, old, caps)
+        for stream in streams:
+            es_client.index(index=stream, document=doc, op_type="create", refresh=True)
+        dynamic = {**doc, "agent": {"id": "written-before-the-upgrade"}}
+        es_client.index(index=clash, document=dynamic, op_type="create", refresh=True)
+        with caplog.at_level(logging.WARNING, logger="pipeline.sink.templates"):
+            install(es_client, objects, caps)
+    finally:
+        es_client.indices.delete(index=clash, ignore_unavailable=True)
+        install(es_client, objects, caps)
+    with_id = {**doc, "agent": {"id": "0b6f5c1e-2f7d-4a8e-9d3c-7e1a2b3c4d5e"}}
+    for stream in streams:
+        [mapping] = es_client.indices.get_mapping(index=stream).body.values()
+        agent = mapping["mappings"]["properties"]["agent"]["properties"]
+        assert agent["id"] == {"type": "keyword"}, stream
+        es_client.index(index=stream, document=with_id, op_type="create", refresh=True)
+        assert es_client.count(index=stream)["count"] == 2
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "iolens-ecs@mappings cannot be added to the existing data streams metrics-lmt.ost-*" in (
+        warning
+    )
+    assert "agent.id" in warning
