@@ -196,10 +196,11 @@ def configuration_page() -> str:
     out = [
         BANNER.format(source="config/schemas/pipeline.schema.json"),
         "# Configuration reference\n\n",
-        f"{schema['description']} The file is YAML (`--config FILE`, default "
-        "`config/pipeline.yaml` when present); `config/pipeline.yaml` lists every key with "
-        "its default. Unknown or misspelt keys are errors that name the key. Lists of objects "
-        "are written `key[].field`.\n\n",
+        f"{schema['description']} The file is YAML (`--config FILE`, else the file "
+        "`$IOLENS_CONFIG` names, else `config/pipeline.yaml` in the current directory when "
+        "present); `iolens config example` prints every key with its default. Unknown or "
+        "misspelt keys are errors that name the key. Lists of objects are written "
+        "`key[].field`.\n\n",
     ]
     head = "| key | type | default | description |\n|---|---|---|---|\n"
     for key, prop in schema["properties"].items():

@@ -8,9 +8,8 @@ import logging
 import os
 from pathlib import Path
 
-from pipeline.settings import Settings, load_settings
+from pipeline.settings import DEFAULT_CONFIG, Settings, load_settings
 
-DEFAULT_CONFIG = Path("config/pipeline.yaml")
 CONFIG_ENV = "IOLENS_CONFIG"
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -134,11 +135,11 @@ def nothing_new(summary: RunSummary, layout: DemoLayout) -> str:
             f"another cluster (the registry in {layout.state_dir}), so the findings below may "
             "be empty. To read them into this cluster: iolens demo --redeliver"
         )
-    stop = "iolens server stop" + (f" --data-dir {layout.server_dir}")
+    paths = [shlex.quote(str(p)) for p in (layout.root, layout.state_dir, layout.server_dir)]
     return (
         f"nothing new indexed: the demo's files were delivered to this cluster already "
         f"(the registry in {layout.state_dir}); the findings below are those indexed then. "
-        f"To start over: {stop}; rm -rf {layout.root} {layout.state_dir} {layout.server_dir}"
+        f"To start over: iolens server stop --data-dir {paths[2]}; rm -rf {' '.join(paths)}"
     )
 
 

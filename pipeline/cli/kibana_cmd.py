@@ -25,7 +25,10 @@ def add_parser(sub: Subparsers, name: str) -> None:
     )
     p.add_argument("action", choices=["build", "unpack"])
     p.add_argument(
-        "--dir", type=Path, default=DEFAULT_DIR, help=f"the git layout (default: {DEFAULT_DIR})"
+        "--dir",
+        type=Path,
+        help="the git layout (build: default the objects shipped with iolens; unpack: required, "
+        "e.g. kibana in a checkout)",
     )
     p.add_argument("--out", type=Path, help="build: the NDJSON file to write")
     p.add_argument("--from", dest="source", type=Path, help="unpack: the NDJSON file to read")
@@ -37,12 +40,17 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "build":
         if args.out is None:
             raise ConfigError("kibana build needs --out FILE (the NDJSON to import)")
-        text = build(args.dir)
+        text = build(args.dir or DEFAULT_DIR)
         args.out.write_text(text, encoding="utf-8")
         console.print(f"{args.out}: {text.count(chr(10))} saved objects", highlight=False)
         return 0
     if args.source is None:
         raise ConfigError("kibana unpack needs --from FILE (an import or export NDJSON)")
+    if args.dir is None:
+        raise ConfigError(
+            "kibana unpack needs --dir DIR (where to write the layout; kibana in a checkout): "
+            "it never writes into the installed package"
+        )
     try:
         text = args.source.read_text(encoding="utf-8")
     except OSError as err:

@@ -7,7 +7,7 @@ Kibana; built from searches that the embedded development server answers too. ``
 duration back from now (``90m``, ``6h``, ``7d``). Without either, the report covers the last
 7 days, and a data stream with nothing in them is shown over the 7 days up to its newest
 document instead (named under the report's heading): a cluster that holds only older data, such
-as ``make demo``'s recordings, still gets a full report.
+as the demo's recordings, still gets a full report.
 """
 
 from __future__ import annotations

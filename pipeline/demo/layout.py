@@ -18,6 +18,7 @@ The configuration itself is the packaged ``config/demo.yaml`` with these paths f
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +29,8 @@ import yaml
 
 from pipeline.assets import required
 from pipeline.errors import ConfigError
-from pipeline.settings import Settings, load_settings, settings_from_mapping
-
-CHECKOUT_CONFIG = Path("config/pipeline.yaml")
-"""A current directory holding this is a checkout: the demo shares its state and server."""
+from pipeline.settings import DEFAULT_CONFIG, Settings, load_settings, settings_from_mapping
+from pipeline.sink.disk import write_atomically
 
 
 @dataclass(frozen=True)
@@ -69,11 +68,10 @@ def choose_layout(directory: Path | None, cwd: Path) -> DemoLayout:
         ConfigError: the checkout's ``config/pipeline.yaml`` is not a valid configuration.
     """
     if directory is not None:
-        return DemoLayout(
-            directory, directory / "state", directory / "noida-db", directory / "iolens.yaml"
-        )
-    if (cwd / CHECKOUT_CONFIG).is_file():
-        checkout = load_settings(cwd / CHECKOUT_CONFIG)
+        d = (cwd / directory).resolve()  # its configuration then works from any directory
+        return DemoLayout(d, d / "state", d / "noida-db", d / "iolens.yaml")
+    if (cwd / DEFAULT_CONFIG).is_file():  # a checkout: share its state and server
+        checkout = load_settings(cwd / DEFAULT_CONFIG)
         return DemoLayout(
             Path("var/demo"), Path(checkout.state_dir), Path(checkout.embedded.data_dir), None
         )
@@ -108,20 +106,20 @@ def demo_settings(layout: DemoLayout, es_url: str | None) -> Settings:
         es = settings.elasticsearch.model_copy(update={"url": es_url})
         settings = settings.model_copy(update={"elasticsearch": es})
     if layout.config is not None:
-        write_config(layout.config, data)
+        # the cluster it used (--es-url or IOLENS_ES_URL), never a credential
+        write_config(layout.config, {**data, "elasticsearch": {"url": settings.elasticsearch.url}})
     return settings
 
 
 def write_config(path: Path, data: Mapping[str, Any]) -> None:
     """``data`` as the YAML file ``path`` (replaced atomically), with a header saying what it is."""
-    header = (
-        "# written by `iolens demo`: the demo's drops, state and embedded server. Use it with\n"
-        f"#   export IOLENS_CONFIG={path}   (or iolens --config {path} COMMAND)\n"
-    )
+    quoted = shlex.quote(str(path))
+    header = [
+        "# written by `iolens demo`: the demo's drops, state and embedded server. Use it with",
+        f"#   export IOLENS_CONFIG={quoted}   (or iolens --config {quoted} COMMAND)",
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.new")
-    tmp.write_text(header + yaml.safe_dump(dict(data), sort_keys=False), encoding="utf-8")
-    tmp.replace(path)
+    write_atomically(path, [*header, yaml.safe_dump(dict(data), sort_keys=False).rstrip("\n")])
 
 
 def refuse_config(config: str | None) -> None:

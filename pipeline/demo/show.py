@@ -3,6 +3,7 @@ await, Darshan's counters, Magpie's canonical requests), then where to look next
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -126,7 +127,8 @@ def print_next(
     console.print("\n[b]Where next[/b]")
     if config is not None:
         console.print(
-            f"  export IOLENS_CONFIG={config}   # the demo's configuration", highlight=False
+            f"  export IOLENS_CONFIG={shlex.quote(str(config))}   # the demo's configuration",
+            highlight=False,
         )
     lines = [
         *([f"{report}: the dashboards' views as one HTML file (iolens report)"] if report else []),
@@ -136,7 +138,8 @@ def print_next(
         f"curl -s '{url}/logs-iolens.io_diagnosis-{namespace}/_search?pretty'",
         f"curl -s '{url}/metrics-iolens.peer_anomaly-{namespace}/_search"
         "?q=iolens.faulty:true&pretty'",
-        "iolens server stop: stop the embedded server",
+        "iolens server stop: stop the embedded server"
+        + (" (it reads IOLENS_CONFIG too)" if config is not None else ""),
     ]
     for line in lines:
         console.print(f"  {line}", highlight=False)

@@ -64,7 +64,7 @@ def _check_tools(which: Callable[[str], str | None] = shutil.which) -> None:
         ("mpicc", "libmpich-dev"),
     ):
         if which(tool) is None:
-            raise LabError(f"{tool} not found: apt-get install {package} (or make lab)")
+            raise LabError(f"{tool} not found: apt-get install {package}")
 
 
 class Lab:

@@ -19,11 +19,17 @@ from pipeline.settings.alerts import AlertSettings, IncidentSettings, SlaSetting
 from pipeline.settings.analysis import DarshanSettings, FioSettings, PeerSettings, RequestsSettings
 from pipeline.settings.connection import ElasticsearchSettings, EmbeddedSettings, read_secret
 from pipeline.settings.drops import DEFAULT_PATTERNS, DropSettings, DropType, ShipperSettings
-from pipeline.settings.load import json_schema, load_settings, settings_from_mapping
+from pipeline.settings.load import (
+    DEFAULT_CONFIG,
+    json_schema,
+    load_settings,
+    settings_from_mapping,
+)
 from pipeline.settings.model import JobsSettings, Settings
 from pipeline.settings.sink import ServiceRateSettings, SinkSettings
 
 __all__ = [
+    "DEFAULT_CONFIG",
     "DEFAULT_PATTERNS",
     "AlertSettings",
     "ConfigError",

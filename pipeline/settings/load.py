@@ -14,6 +14,9 @@ from pydantic import ValidationError
 from pipeline.errors import ConfigError
 from pipeline.settings.model import Settings
 
+DEFAULT_CONFIG = Path("config/pipeline.yaml")
+"""The configuration read from the current directory when none is named (a checkout's)."""
+
 _ENV = {
     "IOLENS_ES_URL": "url",
     "IOLENS_ES_API_KEY": "api_key",

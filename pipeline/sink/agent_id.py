@@ -15,10 +15,11 @@ read by another instance is the same document).
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+from pipeline.sink.disk import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def agent_id(state_dir: Path, new: Callable[[], str] = lambda: str(uuid.uuid4())
         return found
     made = new()
     try:
-        _write(path, made)
+        write_atomically(path, [made])  # temp file, fsync, rename, directory fsync
     except OSError as err:
         log.warning(
             "%s cannot be written (%s): agent.id %s holds for this run only", path, err, made
@@ -71,21 +72,3 @@ def _read(path: Path) -> str | None:
     except ValueError:
         log.warning("%s holds no agent id (%.40r): a new agent.id is made", path, text)
         return None
-
-
-def _write(path: Path, ident: str) -> None:
-    """Write ``ident`` to ``path`` through a temporary file (never half a file).
-
-    Raises:
-        OSError: it cannot be written (the temporary file is removed).
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(ident + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise

@@ -305,7 +305,7 @@ def ensure_cluster(
             data in ``emb.data_dir``, waiting up to ``emb.start_timeout_s``.
         log: where to say that the embedded server was started (this module's logger if None):
             at INFO when its data directory is new (the first start), at DEBUG afterwards.
-        detach: start it detached (see :meth:`EmbeddedServer.start`), e.g. for ``make demo``.
+        detach: start it detached (see :meth:`EmbeddedServer.start`), e.g. for ``iolens demo``.
 
     Returns:
         ``(url, server)``; ``server`` is None when an existing cluster answered. The caller

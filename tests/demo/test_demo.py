@@ -46,8 +46,8 @@ def checkout(dest: Path) -> Path:
 def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
     """A checkout and the environment of a user on it (the cluster's URL only)."""
     root = checkout(tmp_path_factory.mktemp("clone"))
-    env = os.environ | {"IOLENS_ES_URL": f"http://127.0.0.1:{free_port()}"}
-    env.pop("PYTHONPATH", None)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IOLENS_", "PYTHONPATH"))}
+    env["IOLENS_ES_URL"] = f"http://127.0.0.1:{free_port()}"
     yield root, env
     stop_detached(root / "var" / "noida-db")
 
@@ -162,7 +162,7 @@ def test_where_the_demo_puts_things(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     user's data and state directories (XDG on Linux)."""
     from pipeline.demo.layout import DemoLayout, choose_layout, demo_config
 
-    given = choose_layout(tmp_path / "d", tmp_path)
+    given = choose_layout(Path("d"), tmp_path)  # relative to where the demo runs, made absolute
     d = tmp_path / "d"
     assert given == DemoLayout(d, d / "state", d / "noida-db", d / "iolens.yaml")
     assert given.report == d / "report.html"

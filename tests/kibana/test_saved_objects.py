@@ -322,11 +322,16 @@ def test_every_file_of_a_saved_object_type_is_loaded() -> None:
     assert len(_tree(KIBANA)) == len(OBJECTS)
 
 
-def test_the_cli_builds_and_unpacks(tmp_path: Path) -> None:
+def test_the_cli_builds_and_unpacks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "objects.ndjson"
     assert main(["kibana", "build", "--out", str(out), "--dir", str(KIBANA)]) == 0
     assert out.read_text(encoding="utf-8") == build(KIBANA)
     assert main(["kibana", "unpack", "--from", str(out), "--dir", str(tmp_path / "git")]) == 0
     assert _tree(tmp_path / "git") == _tree(KIBANA)
     assert main(["kibana", "build"]) == 2
-    assert main(["kibana", "unpack", "--from", str(tmp_path / "missing.ndjson")]) == 2
+    missing = tmp_path / "missing.ndjson"
+    assert main(["kibana", "unpack", "--from", str(missing), "--dir", str(tmp_path / "g")]) == 2
+    assert f"{missing}: cannot read" in capsys.readouterr().err
+    # never into the installed package: unpack names where it writes
+    assert main(["kibana", "unpack", "--from", str(out)]) == 2
+    assert "kibana unpack needs --dir DIR" in capsys.readouterr().err

@@ -26,17 +26,23 @@ def test_two_state_directories_are_two_instances(tmp_path: Path) -> None:
     assert agent_id(tmp_path / "a") != agent_id(tmp_path / "b")
 
 
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(b"\xde\xad\xbe\xef garbage", "cannot be read"), (b"not-a-uuid\n", "holds no agent id")],
+    ids=["not UTF-8", "not a UUID"],
+)
 def test_a_file_that_holds_no_id_is_replaced_with_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, said: str
 ) -> None:
     path = tmp_path / AGENT_ID_FILE
-    path.write_bytes(b"\xde\xad\xbe\xef garbage")
+    path.write_bytes(content)
     made = "3f1c9a52-6f0e-4d2b-9b7e-2f4c1f0a8d11"
     with caplog.at_level(logging.WARNING, logger="pipeline.sink.agent_id"):
         assert agent_id(tmp_path, new=lambda: made) == made
     assert path.read_text() == made + "\n"
     [record] = caplog.records
     assert str(path) in record.getMessage()
+    assert said in record.getMessage()
     assert "a new agent.id is made" in record.getMessage()
 
 
