@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
 from pathlib import Path
 
@@ -12,13 +11,13 @@ from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers
+from pipeline.jobs.drain import EX_TEMPFAIL as EX_TEMPFAIL  # also ingest's exit status
+from pipeline.jobs.drain import BoundedDrain
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
 from pipeline.settings import DEFAULT_PATTERNS, ConfigError, DropSettings, Settings
 
 DROP_TYPES = tuple(DEFAULT_PATTERNS)
-EX_TEMPFAIL = 75
-"""Exit status (sysexits.h) of a run that left documents for the next run (spool full)."""
 
 log = logging.getLogger("iolens")
 
@@ -96,20 +95,30 @@ def apply_overrides(
 
 def run(args: argparse.Namespace) -> int:
     """Run until interrupted (or once with ``--once``); returns 0 on a clean finish and
-    ``EX_TEMPFAIL`` (75) when documents were left for the next run because the spool was full."""
+    ``EX_TEMPFAIL`` (75) when documents were left for the next run because the spool was full.
+
+    Without ``--once``, SIGTERM or SIGINT stops the run: it drains for at most
+    ``sink.drain_timeout_s``, then (or at a second signal) the process exits at once with 75
+    (:class:`~pipeline.jobs.drain.BoundedDrain`).
+    """
     settings = apply_overrides(settings_from_args(args), args.drop, args.state_dir, args.schema)
     if not settings.drops:
         raise ConfigError(
             "no drop directories: add drops: to the config or pass --drop fio-hist=DIR"
         )
+    if args.once:
+        return run_with(settings, args, None)
+    with BoundedDrain(settings.sink.drain_timeout_s) as drain:
+        return run_with(settings, args, drain.stop)
+
+
+def run_with(settings: Settings, args: argparse.Namespace, stop: threading.Event | None) -> int:
+    """The run with these settings: once when ``stop`` is None, else until it is set."""
     with Cluster(settings, detach=args.keep_server, embedded=not args.no_embedded) as cluster:
         with MainJob(settings, cluster.client, redeliver=args.redeliver) as job:
-            if args.once:
+            if stop is None:
                 summary = job.run_once()
             else:
-                stop = threading.Event()
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    signal.signal(sig, lambda *_: stop.set())
                 log.info("running; stop with Ctrl-C")
                 summary = job.run_forever(stop)
         report_run(cluster.client, settings.elasticsearch.namespace, summary, Console())

@@ -10,7 +10,7 @@ from pipeline.settings.base import Frozen
 
 
 class SinkSettings(Frozen):
-    """Bulk indexing, retries, spool and dead letters."""
+    """Bulk indexing, retries, spool and dead letters, and how long a stop may drain."""
 
     chunk_max_docs: int = Field(500, gt=0, description="Send a bulk request at this many docs.")
     chunk_max_bytes: int = Field(10 << 20, gt=0, description="...or at this many bytes of NDJSON.")
@@ -30,6 +30,14 @@ class SinkSettings(Frozen):
         description="Most documents waiting between the reading thread and the sink's sender "
         "thread; reading waits when it is full, so memory stays bounded when Elasticsearch is "
         "slow.",
+    )
+    drain_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="After SIGTERM or SIGINT, how long iolens run may drain (deliver what it "
+        "holds, commit offsets) before it exits anyway, with status 75; what was not "
+        "acknowledged is read again on the next start. The systemd unit's TimeoutStopSec is "
+        "this plus 30 s.",
     )
 
 
