@@ -193,4 +193,10 @@ def test_the_installed_setup_and_ingest_read_the_bundled_fio_logs(
     assert again.returncode == 0, again.stderr
     es.indices.refresh(index="*-site")
     assert es.count(index="metrics-fio.histogram-site")["count"] == 159
+    # iolens run on a drop directory of the other host's logs (78 + 78 lines)
+    drop = f"fio-hist={Path(shipped) / 'node02'}"
+    run = iolens(user, "--config", str(site), "--es-url", url, "run", "--once", "--drop", drop)
+    assert run.returncode == 0, run.stderr
+    es.indices.refresh(index="*-site")
+    assert es.count(index="metrics-fio.histogram-site")["count"] == 159 + 156
     assert (home / "site-state" / "registry.sqlite").is_file()
