@@ -20,6 +20,7 @@ interpreter exit would interrupt.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import signal
@@ -102,6 +103,7 @@ class BoundedDrain:
         self._signals, self._set_handler = tuple(signals), set_handler
         self._previous: dict[int, Any] = {}
         self._deadline: Cancellable | None = None
+        self._seen = itertools.count()  # signals asking for a stop, so far
         self._over = False
         self._lock = threading.RLock()  # re-entrant: a signal handler may interrupt its holder
 
@@ -124,22 +126,26 @@ class BoundedDrain:
 
     def request(self, signum: int, frame: FrameType | None = None) -> None:
         """The signal handler: the first signal sets :attr:`stop` and arms the deadline; one
-        during the drain exits at once (:meth:`give_up`); one after it is ignored."""
+        during the drain exits at once (:meth:`give_up`); one after it is ignored.
+
+        Which signal is the first is decided by one call to ``next`` on a counter, which no
+        handler can interrupt: Python runs a handler between two bytecodes of the main thread,
+        possibly inside this one, and that nested call counts as the second signal.
+        """
         name = signal.Signals(signum).name
-        with self._lock:
-            if self._over:
-                return
-            if self._deadline is None:
-                log.info(
-                    "%s: stopping; what was read is delivered and committed for at most %g s "
-                    "(sink.drain_timeout_s)",
-                    name,
-                    self.timeout_s,
-                )
-                self.stop.set()
-                self._deadline = self._start_timer(self.timeout_s, self._expired)
-                return
-        self.give_up(f"a second {name} during the drain")
+        if self._over:
+            return
+        if next(self._seen) > 0:
+            self.give_up(f"a second {name} during the drain")
+            return
+        self.stop.set()
+        self._deadline = self._start_timer(self.timeout_s, self._expired)
+        log.info(
+            "%s: stopping; what was read is delivered and committed for at most %g s "
+            "(sink.drain_timeout_s)",
+            name,
+            self.timeout_s,
+        )
 
     def _expired(self) -> None:
         self.give_up(f"the drain took longer than sink.drain_timeout_s ({self.timeout_s:g} s)")

@@ -116,6 +116,27 @@ def test_a_second_signal_during_the_drain_exits_at_once(
     assert fakes.exits == [75] and len(errors(caplog)) == 1
 
 
+def test_a_second_signal_inside_the_first_ones_handler_exits(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Python runs a handler between two bytecodes of the main thread, so a second signal can
+    # be handled while the first one's handler still runs (here: as it arms the deadline).
+    fakes = Fakes()
+
+    def start_timer(interval_s: float, fire: Callable[[], None]) -> FakeTimer:
+        drain.request(signal.SIGTERM)
+        return fakes.start_timer(interval_s, fire)
+
+    drain = BoundedDrain(
+        120.0, start_timer=start_timer, exit=fakes.exits.append, set_handler=fakes.set_handler
+    )
+    with drain:
+        drain.request(signal.SIGTERM)
+        assert fakes.exits == [75]
+    (line,) = errors(caplog)
+    assert line.startswith("a second SIGTERM during the drain: exiting now with status 75;")
+
+
 def test_a_run_without_a_signal_arms_nothing() -> None:
     fakes = Fakes()
     with fakes.drain() as drain:
