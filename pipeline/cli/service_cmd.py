@@ -9,13 +9,17 @@ The service runs as the system user ``iolens`` (``--user NAME``: another one), r
 ``/etc/iolens/pipeline.yaml`` (with the global ``--config FILE``: that file, made absolute),
 keeps its state in ``/var/lib/iolens`` and takes its credentials from the environment file
 ``/etc/iolens/iolens.env``, never from the command line. ``systemctl stop`` drains: what was
-read is delivered and committed before iolens exits. Installing, credentials, drop
-directories owned by other users and what the hardening forbids: docs/operations/service.md.
+read is delivered and committed before iolens exits, for at most ``sink.drain_timeout_s``
+(then it exits with 75; what was not acknowledged is read again at the next start).
+``TimeoutStopSec=`` is that plus 30 s, taken from the ``--config`` file (the defaults without
+one): print the unit again after changing it. Installing, credentials, drop directories owned
+by other users and what the hardening forbids: docs/operations/service.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from pathlib import Path
@@ -24,6 +28,10 @@ from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 
 SERVICE_CONFIG = Path("/etc/iolens/pipeline.yaml")
 """The configuration the service reads unless ``--config`` names another."""
+
+STOP_MARGIN_S = 30.0
+"""What ``TimeoutStopSec=`` gives beyond ``sink.drain_timeout_s``: for the signal to be handled
+and the process to exit once the drain's deadline passed."""
 
 _USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,30}")
 """The user names systemd's ``User=`` accepts in its strict form (no quoting needed)."""
@@ -59,16 +67,29 @@ def user_name(value: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the unit; 0, or 2 (a ``ConfigError``) when the ``iolens`` command is not found."""
+    """Print the unit; 0, or 2 (a ``ConfigError``) when the ``iolens`` command is not found or
+    the ``--config`` file cannot be read or is invalid."""
     from pipeline.assets import required
+    from pipeline.settings import load_settings
 
     template = required("systemd", "iolens.service").read_text(encoding="utf-8")
-    config = Path(os.path.abspath(args.config)) if args.config else SERVICE_CONFIG
-    print(render_unit(template, console_script(), config, args.user), end="")
+    config = Path(os.path.abspath(args.config)) if args.config else None
+    # the service's configuration, without the environment's credentials (none is in the unit)
+    drain_s = load_settings(config, env={}).sink.drain_timeout_s
+    unit = render_unit(
+        template, console_script(), config or SERVICE_CONFIG, args.user, stop_timeout_s(drain_s)
+    )
+    print(unit, end="")
     return 0
 
 
-def render_unit(template: str, iolens: Path, config: Path, user: str) -> str:
+def stop_timeout_s(drain_timeout_s: float) -> int:
+    """``TimeoutStopSec=`` in whole seconds for a drain of at most ``drain_timeout_s``: that
+    plus :data:`STOP_MARGIN_S`, rounded up."""
+    return math.ceil(drain_timeout_s + STOP_MARGIN_S)
+
+
+def render_unit(template: str, iolens: Path, config: Path, user: str, timeout_stop_s: int) -> str:
     """The unit ``template`` with its placeholders filled in.
 
     Args:
@@ -76,20 +97,25 @@ def render_unit(template: str, iolens: Path, config: Path, user: str) -> str:
         iolens: absolute path of the ``iolens`` command (``@IOLENS@``).
         config: absolute path of the configuration (``@CONFIG@``).
         user: the service's user and group (``@USER@``), checked by :func:`user_name`.
+        timeout_stop_s: seconds systemd waits for the stop (``@TIMEOUT_STOP@``), from
+            :func:`stop_timeout_s`.
 
     Returns:
         The unit, the paths quoted for a systemd command line (:func:`unit_word`).
 
     Raises:
-        ValueError: a path is relative.
+        ValueError: a path is relative, or the stop timeout is not a positive number.
     """
     for path in (iolens, config):
         if not path.is_absolute():
             raise ValueError(f"{path}: the unit needs an absolute path")
+    if timeout_stop_s <= 0:
+        raise ValueError(f"the stop timeout must be positive, not {timeout_stop_s}")
     return (
         template.replace("@IOLENS@", unit_word(str(iolens)))
         .replace("@CONFIG@", unit_word(str(config)))
         .replace("@USER@", user)
+        .replace("@TIMEOUT_STOP@", f"{timeout_stop_s}s")
     )
 
 
