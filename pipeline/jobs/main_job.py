@@ -375,7 +375,7 @@ class MainJob:
         self.health.ship_rates()
         self.sink.close()
         self.snapshot()  # the documents close() let go (spool full) count as unsent
-        self.jobs.lease.release()
+        self.jobs.release()
         self.registry.close()
         self.dirty.close()
         self._lock.close()

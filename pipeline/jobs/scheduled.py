@@ -89,8 +89,10 @@ class ScheduledJobs:
         )
         self.peer = self._peer_job(settings, client, emit, settle, ctx, clock)
         name = f"incident.{settings.elasticsearch.namespace}"
-        lease = Lease(client, name, _lease_ttl_s(settings), clock=clock, monotonic=monotonic)
-        self.incident = IncidentJob(client, settings, lease.acquire, clock, ctx=ctx)
+        self.incident_lease = Lease(
+            client, name, _lease_ttl_s(settings), clock=clock, monotonic=monotonic
+        )
+        self.incident = IncidentJob(client, settings, self.incident_lease.acquire, clock, ctx=ctx)
 
     def _peer_job(
         self,
@@ -123,6 +125,12 @@ class ScheduledJobs:
             sysstat_drops=any(d.type in ("sadf", "sadc") for d in settings.drops),
             thresholds_path=path,
         )
+
+    def release(self) -> None:
+        """Give up the leases this instance holds (peer comparison, incidents), so another
+        instance takes the jobs over at once rather than after the leases' time to live."""
+        self.lease.release()
+        self.incident_lease.release()
 
     def tick(self, summary: RunSummary) -> None:
         """Run whatever is due (each job keeps its own schedule), counting into ``summary``."""

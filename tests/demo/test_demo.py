@@ -101,6 +101,13 @@ def test_the_demo_indexes_every_stream_and_shows_what_each_found(
     assert "ReqStart Fork TaskStart Seg[cpu_ns=15.1ms] TaskEnd" in out
     assert (clone[0] / "var" / "demo" / "report.html").is_file()
     assert "the embedded server keeps running" in out
+    # the run that stopped left no lease behind: another instance takes each job at once
+    es = Elasticsearch(clone[1]["IOLENS_ES_URL"])
+    leases = es.search(index="iolens-leases", query={"match_all": {}})["hits"]["hits"]
+    assert {h["_id"]: h["_source"]["expires_ms"] for h in leases} == {
+        f"peer.{NS}": 0,
+        f"incident.{NS}": 0,
+    }
 
 
 def test_a_second_demo_indexes_nothing_new_and_says_so(
