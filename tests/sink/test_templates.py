@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from elasticsearch import Elasticsearch
 from pipeline.settings import ConfigError
 from pipeline.sink.capabilities import PROBE_INDEX, Capabilities, detect
 from pipeline.sink.templates import (
+    TemplateObject,
     install,
     load_templates,
     mappings_dir,
@@ -37,6 +40,20 @@ def flatten(properties: dict[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             out[f"{prefix}{key}"] = value["type"]
     return out
+
+
+def without_field(
+    objects: list[TemplateObject], name: str, parent: str, field: str
+) -> list[TemplateObject]:
+    """``objects`` as an older release had them: template ``name`` without ``parent.field``."""
+    old = []
+    for obj in objects:
+        if obj.name == name:
+            body = copy.deepcopy(obj.body)
+            del body["template"]["mappings"]["properties"][parent]["properties"][field]
+            obj = dataclasses.replace(obj, body=body)
+        old.append(obj)
+    return old
 
 
 @pytest.mark.parametrize("path", sorted(MAPPINGS.glob("*.json")), ids=lambda p: p.name)
@@ -274,19 +291,11 @@ def test_install_names_the_file_the_cluster_rejects(
 def test_an_upgrade_adds_new_fields_to_existing_data_streams(es_client: Elasticsearch) -> None:
     """A data stream created before a field was added (here ``fio.prefix``) takes documents
     with the field once setup ran again, without waiting for a rollover."""
-    import copy
-    import dataclasses
     import uuid
 
     stream = f"metrics-fio.histogram-up{uuid.uuid4().hex[:8]}"
     objects = load_templates()
-    old = []
-    for obj in objects:
-        if obj.name == "metrics-fio.histogram@package":
-            body = copy.deepcopy(obj.body)
-            del body["template"]["mappings"]["properties"]["fio"]["properties"]["prefix"]
-            obj = dataclasses.replace(obj, body=body)
-        old.append(obj)
+    old = without_field(objects, "metrics-fio.histogram@package", "fio", "prefix")
     caps = detect(es_client)
     install(es_client, old, caps)
     doc = {"@timestamp": "2026-01-01T00:00:00Z", "fio": {"job": "1", "ddir": "read"}}
@@ -325,8 +334,6 @@ def test_an_upgrade_adds_ecs_fields_to_existing_data_streams(
     it map it as a keyword once setup ran again (not dynamically, as text). A stream where it
     is mapped otherwise already (written while the older templates were installed) is said,
     and holds back no other stream."""
-    import copy
-    import dataclasses
     import logging
     import uuid
 
@@ -334,13 +341,7 @@ def test_an_upgrade_adds_ecs_fields_to_existing_data_streams(
     streams = [f"metrics-fio.latency-{ns}", f"logs-slurm.job-{ns}"]
     clash = f"metrics-lmt.ost-{ns}"
     objects = load_templates()
-    old = []
-    for obj in objects:
-        if obj.name == "iolens-ecs@mappings":
-            body = copy.deepcopy(obj.body)
-            del body["template"]["mappings"]["properties"]["agent"]["properties"]["id"]
-            obj = dataclasses.replace(obj, body=body)
-        old.append(obj)
+    old = without_field(objects, "iolens-ecs@mappings", "agent", "id")
     caps = detect(es_client)
     doc: dict[str, Any] = {"@timestamp": "2026-01-01T00:00:00Z"}
     try:
