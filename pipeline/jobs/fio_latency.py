@@ -235,6 +235,32 @@ class FioLatencyJob:
                 len(batch),
                 removed,
             )
+        self._withdraw(index, batch)
+
+    def _withdraw(
+        self, index: str, batch: Sequence[tuple[tuple[int, int], int, list[Document]]]
+    ) -> None:
+        """Delete this merge's documents that a revision with more records supersedes: one
+        another instance indexed while ours waited (an instance cut off from the cluster
+        delivers its merge late), so the less complete one never stays beside it."""
+        queries = [
+            superseded_query(interval_ms, start, self.fio.method, docs, than="gt")
+            for (interval_ms, start), _began, docs in batch
+        ]
+        newer = [
+            hit["_source"]
+            for hit in self.search(
+                index,
+                {"bool": {"should": queries, "minimum_should_match": 1}},
+                [{"fio.interval.start_ms": "asc"}],
+            )
+        ]
+        if not newer:
+            return
+        ours = [d for _item, _began, docs in batch for d in docs]
+        stale = sorted(d.doc_id for d in ours if any(_supersedes(n, d.source) for n in newer))
+        if stale and self.delete(index, {"ids": {"values": stale}}):
+            log.info("%s documents withdrawn: another instance merged more records", len(stale))
 
     def _hits(
         self, query: Mapping[str, Any], by_interval: bool = False
@@ -353,3 +379,20 @@ def _add_hit(merger: IntervalMerger, src: Mapping[str, Any], layout: BinLayout, 
     for scope, value in (("cluster", ""), ("host", host), ("job", job)):
         for ddir in (fio["ddir"], "mixed"):
             merger.add_sparse((scope, value, ddir, start), idx, cnt)
+
+
+def _supersedes(newer: Mapping[str, Any], doc: Mapping[str, Any]) -> bool:
+    """Whether the stored latency document ``newer`` is a more complete revision of ``doc``:
+    same interval, method, scope, host, job, prefix and ddir, more records."""
+    a, b = newer.get("fio", {}), doc["fio"]
+    same = (
+        a.get("interval", {}).get("start_ms") == b["interval"]["start_ms"]
+        and a.get("interval", {}).get("ms") == b["interval"]["ms"]
+        and newer.get("iolens", {}).get("scope") == doc["iolens"]["scope"]
+        and newer.get("iolens", {}).get("method") == doc["iolens"].get("method")
+        and a.get("ddir") == b["ddir"]
+        and newer.get("host", {}).get("name") == doc.get("host", {}).get("name")
+        and a.get("job") == b.get("job")
+        and a.get("prefix", b.get("prefix")) == b.get("prefix")
+    )
+    return same and int(a.get("records", 0)) > int(b["records"])

@@ -88,8 +88,9 @@ def _same_or_missing(field_name: str, value: object) -> dict[str, Any]:
     return {"bool": {"should": [{"term": {field_name: value}}, missing]}}
 
 
-def _older(doc: Document) -> dict[str, Any]:
-    """The revisions of ``doc``'s scope, host, job and ddir that merged fewer records."""
+def _older(doc: Document, than: str = "lt") -> dict[str, Any]:
+    """The revisions of ``doc``'s scope, host, job and ddir that merged fewer records (``than``
+    ``gt``: more)."""
     src, fio = doc.source, doc.source["fio"]
     return {
         "bool": {
@@ -99,17 +100,18 @@ def _older(doc: Document) -> dict[str, Any]:
                 _same("host.name", src.get("host", {}).get("name")),
                 _same("fio.job", fio.get("job")),
                 _same_or_missing("fio.prefix", fio.get("prefix")),
-                {"range": {"fio.records": {"lt": fio["records"]}}},
+                {"range": {"fio.records": {than: fio["records"]}}},
             ]
         }
     }
 
 
 def superseded_query(
-    interval_ms: int, start: int, method: str, docs: Sequence[Document]
+    interval_ms: int, start: int, method: str, docs: Sequence[Document], than: str = "lt"
 ) -> dict[str, Any]:
     """Query for the documents ``docs`` supersede: same interval, method, scope, host, job
-    (log prefix, or none: merged before prefixes were recorded) and ddir, fewer records merged."""
+    (log prefix, or none: merged before prefixes were recorded) and ddir, fewer records merged
+    (``than="gt"``: the documents that supersede ``docs``, more records merged)."""
     return {
         "bool": {
             "filter": [
@@ -117,7 +119,7 @@ def superseded_query(
                 {"term": {"fio.interval.ms": interval_ms}},
                 {"term": {"iolens.method": method}},
             ],
-            "should": [_older(d) for d in docs],
+            "should": [_older(d, than) for d in docs],
             "minimum_should_match": 1,
         }
     }

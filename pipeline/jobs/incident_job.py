@@ -42,6 +42,7 @@ from pipeline.reducers.incident import (
 from pipeline.settings import Settings
 from pipeline.sink.documents import DocContext
 from pipeline.sink.incident_documents import incident_source, write_incidents
+from pipeline.sink.lease import LeaseLost
 from pipeline.sink.search import ClusterUnavailable, iter_hits, refresh
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,9 @@ class IncidentJob:
         clock: wall-clock seconds.
         ctx: the documents' context, the writer's ``agent.*`` with it (None: the namespace of
             ``settings``, this host's name, no ``agent.id``).
+        fence: checks the lease is still ours before the writes and returns its stamp
+            (:meth:`pipeline.sink.lease.Lease.fence`; raises ``LeaseLost`` when it is not);
+            None writes unfenced.
     """
 
     client: Elasticsearch
@@ -87,6 +91,7 @@ class IncidentJob:
     clock: Callable[[], float] = time.time
     written: int = 0
     ctx: DocContext | None = None
+    fence: Callable[[], Mapping[str, Any]] | None = None
 
     @property
     def ns(self) -> str:
@@ -103,9 +108,13 @@ class IncidentJob:
                 return 0
             incidents = self.incidents()
             docs = self._documents(incidents)
-            n = write_incidents(self.client, self.ns, docs)
+            stamp = self.fence() if self.fence is not None and docs else None
+            n = write_incidents(self.client, self.ns, docs, stamp)
         except ClusterUnavailable as err:
             log.warning("incident job postponed: %s", err)
+            return 0
+        except LeaseLost as err:
+            log.warning("incidents left to the instance that holds them now: %s", err)
             return 0
         except ApiError as err:  # a rejected search or write: said, and tried again next tick
             log.error("incident job failed (%s): %s", err.status_code, err)

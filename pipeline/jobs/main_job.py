@@ -122,7 +122,7 @@ class MainJob:
             self.sink, settings.service_rate, state, self.ctx, host, clock, self._files_read
         )
         self.jobs = ScheduledJobs(
-            settings, client, self.sink.add, self._settle, self.dirty, self.ctx, clock, monotonic
+            settings, client, self.sink.add, self.dirty, self.ctx, clock, monotonic
         )
         self.reader = self._reader()
         self.sink.stop = self.reader.stopping
@@ -188,12 +188,6 @@ class MainJob:
 
     def _darshan_evidence(self, a: JobAnalysis) -> dict[str, Any]:
         return server_evidence(self.client, self.settings, a)
-
-    def _settle(self) -> bool:
-        """Flush the sink; True when nothing is left unacknowledged (no spooled documents,
-        none let go because the spool was full)."""
-        self.sink.flush()
-        return self.sink.pending() == 0 and not self.snapshot().unsent
 
     def _on_ack(self, docs: Sequence[Document]) -> None:
         """Documents were acknowledged: settle their lines, mark their intervals dirty, then

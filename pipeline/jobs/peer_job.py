@@ -42,6 +42,7 @@ from pipeline.sink.documents import (
     persistence_document,
     stream_name,
 )
+from pipeline.sink.lease import LeaseLost
 from pipeline.sink.search import ClusterUnavailable
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,9 @@ class PeerJob:
             return self._run(force)
         except ClusterUnavailable as err:
             log.warning("peer comparison postponed: %s", err)
+            return 0
+        except LeaseLost as err:
+            log.warning("peer comparison left to the instance that holds it now: %s", err)
             return 0
 
     def _run(self, force: bool) -> int:

@@ -23,6 +23,7 @@ from pipeline.reducers.peer import Thresholds
 from pipeline.settings import ConfigError, Settings
 from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext
+from pipeline.sink.fenced import FencedWriter
 from pipeline.sink.lease import Lease
 from pipeline.sink.search import count as count_docs
 from pipeline.sink.search import delete_by_query, iter_hits, refresh
@@ -52,8 +53,8 @@ class ScheduledJobs:
     Args:
         settings: the configuration.
         client: the cluster.
-        emit: where the jobs' documents go (the sink).
-        settle: flush the sink; True when nothing is left unacknowledged.
+        emit: where the latency job's documents go (the sink; the peer comparison writes its
+            own, fenced by its lease: :mod:`pipeline.sink.fenced`).
         dirty: the fio intervals touched by acknowledged documents.
         ctx: the documents' namespace and writer (``agent.*``), for every job's documents.
         clock: wall-clock seconds.
@@ -69,7 +70,6 @@ class ScheduledJobs:
         settings: Settings,
         client: Client,
         emit: Callable[[Document], object],
-        settle: Callable[[], bool],
         dirty: DirtyIntervals,
         ctx: DocContext,
         clock: Callable[[], float],
@@ -87,19 +87,24 @@ class ScheduledJobs:
             delete=lambda index, query: delete_by_query(client, index, query),
             count=lambda index, query: count_docs(client, index, query),
         )
-        self.peer = self._peer_job(settings, client, emit, settle, ctx, clock)
+        self.peer = self._peer_job(settings, client, ctx, clock)
         name = f"incident.{settings.elasticsearch.namespace}"
         self.incident_lease = Lease(
             client, name, _lease_ttl_s(settings), clock=clock, monotonic=monotonic
         )
-        self.incident = IncidentJob(client, settings, self.incident_lease.acquire, clock, ctx=ctx)
+        self.incident = IncidentJob(
+            client,
+            settings,
+            self.incident_lease.acquire,
+            clock,
+            ctx=ctx,
+            fence=self.incident_lease.fence,
+        )
 
     def _peer_job(
         self,
         settings: Settings,
         client: Client,
-        emit: Callable[[Document], object],
-        settle: Callable[[], bool],
         ctx: DocContext,
         clock: Callable[[], float],
     ) -> PeerJob:
@@ -109,10 +114,11 @@ class ScheduledJobs:
             client, name, _lease_ttl_s(settings), clock=clock, monotonic=self._monotonic
         )
         store = JobState(client, name, clock=clock)
+        self.peer_writer = FencedWriter(client, self.lease)
         return PeerJob(
             hits=lambda index, q, s: iter_hits(client, index, q, s),
-            emit=emit,
-            settle=settle,
+            emit=self.peer_writer.add,
+            settle=self.peer_writer.flush,
             peer=settings.peer,
             thresholds=thresholds,
             ctx=ctx,

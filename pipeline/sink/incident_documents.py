@@ -18,6 +18,7 @@ from elasticsearch import ConflictError, Elasticsearch, NotFoundError
 
 from pipeline.reducers.incident import INCIDENT_DATASET, Incident
 from pipeline.sink.documents import DocContext, iso_ms, stream_name
+from pipeline.sink.lease import LeaseLost
 from pipeline.sink.search import request_errors
 
 log = logging.getLogger(__name__)
@@ -94,16 +95,25 @@ def _comparable(source: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_incidents(
-    client: Elasticsearch, namespace: str, docs: Sequence[tuple[str, dict[str, Any]]]
+    client: Elasticsearch,
+    namespace: str,
+    docs: Sequence[tuple[str, dict[str, Any]]],
+    stamp: Mapping[str, Any] | None = None,
 ) -> int:
     """Create new incidents and update changed ones in place; returns documents written.
+
+    With ``stamp`` (the incident lease's :meth:`~pipeline.sink.lease.Lease.stamp`) each document
+    carries it as ``iolens.lease``, and a stored incident of a higher generation is never
+    overwritten: its writer holds the job now.
 
     Args:
         client: the cluster.
         namespace: data stream namespace.
         docs: ``(id, source)`` of every incident of this run.
+        stamp: ``{"generation", "holder"}`` of the lease the writes are made under.
 
     Raises:
+        LeaseLost: a stored incident was written by a later generation of the lease.
         ClusterUnavailable: the cluster cannot answer now (the run is repeated later).
     """
     if not docs:
@@ -112,12 +122,22 @@ def write_incidents(
     existing = _existing(client, stream, [ident for ident, _ in docs])
     written = 0
     for ident, source in docs:
+        if stamp is not None:
+            _check_generation(ident, existing.get(ident), stamp)
+            source["iolens"]["lease"] = dict(stamp)
         try:
             with request_errors(f"write of incident {ident}"):
                 written += _write(client, stream, ident, source, existing.get(ident))
         except ConflictError:
             log.info("incident %s was written by another instance; it is looked at again", ident)
     return written
+
+
+def _check_generation(ident: str, hit: Any, stamp: Mapping[str, Any]) -> None:
+    """Raise LeaseLost when the stored incident ``hit`` has a later generation than ``stamp``."""
+    stored = hit["_source"].get("iolens", {}).get("lease", {}).get("generation", 0) if hit else 0
+    if int(stored) > int(stamp["generation"]):
+        raise LeaseLost(f"incident {ident} was written by generation {stored}")
 
 
 def _write(client: Elasticsearch, stream: str, ident: str, source: dict[str, Any], hit: Any) -> int:

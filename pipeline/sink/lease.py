@@ -4,10 +4,17 @@ For jobs that must see everything from one place (DESIGN: peer comparison, persi
 rankings). The fio latency job needs none: every instance merges the intervals its own records
 touched, from the records of all instances, and the most complete revision wins.
 
-One document per job in the ``iolens-leases`` index: ``{holder, expires_ms}``. Taking or
-renewing it is a conditional write (``create``, or ``index`` with ``if_seq_no`` /
+One document per job in the ``iolens-leases`` index: ``{holder, expires_ms, generation}``.
+Taking or renewing it is a conditional write (``create``, or ``index`` with ``if_seq_no`` /
 ``if_primary_term``: optimistic concurrency control), so of two instances racing for a free or
 expired lease exactly one wins; the other sees a 409 and skips the run.
+
+``generation`` grows by one each time the lease changes hands (a renewal keeps it): the fencing
+token of the holder's writes. A holder checks it with :meth:`Lease.fence` (a conditional
+renewal that fails with :class:`LeaseLost` once another instance took over) before each batch of
+scheduled output, and stamps that output with :meth:`Lease.stamp`; a stored output of a higher
+generation is never overwritten by a lower one (:mod:`pipeline.sink.fenced`), so an instance
+that was cut off while leading and comes back cannot undo what its successor wrote.
 
 ``expires_ms`` is the holder's wall clock, which another machine's clock may disagree with by
 hours (a clock set wrong, or stepped while iolens runs). So another holder's lease is judged by
@@ -40,6 +47,11 @@ from pipeline.sink.search import request_errors
 log = logging.getLogger(__name__)
 
 LEASE_INDEX = "iolens-leases"
+
+
+class LeaseLost(Exception):
+    """The lease this instance held was taken over by another instance (or ran out): its
+    scheduled writes stop, and the run is left to the new holder."""
 
 
 def default_holder() -> str:
@@ -83,6 +95,8 @@ class Lease:
     clock: Callable[[], float] = time.time
     monotonic: Callable[[], float] = time.monotonic
     held: bool = False
+    generation: int = 0
+    """The generation of the lease while held (see the module docstring)."""
     _seen: tuple[tuple[int, int], float] | None = field(default=None, repr=False)
     """The other holder's lease version last seen, and when it runs out (monotonic s)."""
 
@@ -94,20 +108,65 @@ class Lease:
             ClusterUnavailable: the cluster cannot answer now.
         """
         now_ms = int(self.clock() * 1000)
-        body = {"holder": self.holder, "expires_ms": now_ms + int(self.ttl_s * 1000)}
         with request_errors(f"lease {self.name}"):
             try:
                 doc = self.client.get(index=LEASE_INDEX, id=self.name)
             except NotFoundError:
                 doc = None
+            generation = self._next_generation(doc)
+            body = {
+                "holder": self.holder,
+                "expires_ms": now_ms + int(self.ttl_s * 1000),
+                "generation": generation,
+            }
             try:
                 if not self._write(doc, body, now_ms):
                     return False
             except ConflictError:
                 self._set(False, "another instance")
                 return False
+        self.generation = generation
         self._set(True, self.holder)
         return True
+
+    def _next_generation(self, doc: Any) -> int:
+        """The generation a write over ``doc`` takes: the same for a renewal of our lease,
+        one more when the lease changes hands (or was released)."""
+        if doc is None:
+            return 1
+        src = doc["_source"]
+        generation = int(src.get("generation", 0))
+        renewal = self.held and src.get("holder") == self.holder and generation == self.generation
+        return generation if renewal and int(src.get("expires_ms", 0)) > 0 else generation + 1
+
+    def fence(self) -> dict[str, Any]:
+        """Check, by renewing it conditionally, that we still hold the lease at our generation,
+        before a batch of scheduled writes; returns :meth:`stamp`.
+
+        Raises:
+            LeaseLost: another instance holds it now (or it was never ours).
+            ClusterUnavailable: the cluster cannot answer now.
+        """
+        if not self.held:
+            raise LeaseLost(f"lease {self.name} is not held")
+        now_ms = int(self.clock() * 1000)
+        with request_errors(f"lease {self.name}"):
+            try:
+                doc = self.client.get(index=LEASE_INDEX, id=self.name)
+                src = doc["_source"]
+                if src.get("holder") != self.holder or src.get("generation") != self.generation:
+                    raise LeaseLost(f"lease {self.name} taken over by {src.get('holder')}")
+                body = {**src, "expires_ms": now_ms + int(self.ttl_s * 1000)}
+                self._replace(doc, body)
+            except (NotFoundError, ConflictError, LeaseLost) as err:
+                self._set(False, "another instance")
+                raise LeaseLost(f"lease {self.name} lost ({err})") from None
+        return self.stamp()
+
+    def stamp(self) -> dict[str, Any]:
+        """``{"generation": ..., "holder": ...}``: what the holder's scheduled documents carry
+        under ``iolens.lease``."""
+        return {"generation": self.generation, "holder": self.holder}
 
     def _write(self, doc: Any, body: dict[str, Any], now_ms: int) -> bool:
         """Write ``body`` over the lease document ``doc`` (None: there is none) unless another
@@ -123,6 +182,15 @@ class Lease:
         if src.get("holder") != self.holder and self._running(doc, now_ms):
             self._set(False, src.get("holder"))
             return False
+        self._replace(doc, body)
+        return True
+
+    def _replace(self, doc: Any, body: dict[str, Any]) -> None:
+        """Write ``body`` over the lease document ``doc`` if it is still the version read.
+
+        Raises:
+            ConflictError: another instance wrote the lease since.
+        """
         self.client.index(
             index=LEASE_INDEX,
             id=self.name,
@@ -131,7 +199,6 @@ class Lease:
             if_primary_term=doc["_primary_term"],
             refresh=True,
         )
-        return True
 
     def _running(self, doc: Any, now_ms: int) -> bool:
         """Whether another holder's lease ``doc`` still runs (see the module docstring)."""
@@ -155,14 +222,7 @@ class Lease:
         try:
             doc = self.client.get(index=LEASE_INDEX, id=self.name)
             if doc["_source"].get("holder") == self.holder:
-                self.client.index(
-                    index=LEASE_INDEX,
-                    id=self.name,
-                    document={"holder": self.holder, "expires_ms": 0},
-                    if_seq_no=doc["_seq_no"],
-                    if_primary_term=doc["_primary_term"],
-                    refresh=True,
-                )
+                self._replace(doc, {**doc["_source"], "expires_ms": 0})
         except Exception as err:
             log.info("lease %s not released (%s); it expires in %ss", self.name, err, self.ttl_s)
 
