@@ -224,3 +224,54 @@ def test_a_first_merge_deletes_nothing_and_a_fuller_one_supersedes(
     refresh(es_client, index)
     left = {h["_id"] for h in es_client.search(index=index, size=100)["hits"]["hits"]}
     assert left == second and first - second  # the fuller merge replaced the first one
+
+
+@pytest.mark.integration
+def test_a_less_complete_merge_delivered_late_is_withdrawn(es_client: Any, tmp_path: Path) -> None:
+    """Instance a merged an interval from the records it saw, then was cut off before its
+    documents were delivered; b merged the interval with a record more meanwhile. When a's
+    merge arrives, a's supersede withdraws it: only b's fuller revision stays."""
+    import uuid
+
+    from pipeline.sink.search import count, delete_by_query, iter_hits, refresh
+
+    ns = f"sup{uuid.uuid4().hex[:8]}"
+    index = f"metrics-fio.latency-{ns}"
+    seen = {"a": [hit("n1", "1", "read", {700: 5})]}
+    seen["b"] = [*seen["a"], hit("n2", "1", "read", {800: 2})]
+
+    def emit(d: Document) -> None:
+        with contextlib.suppress(ConflictError):
+            es_client.index(index=d.index, id=d.doc_id, document=dict(d.source), op_type="create")
+
+    def job(name: str, emitted: list[Document]) -> FioLatencyJob:
+        def search(idx: str, q: Any, s: Any) -> Any:
+            return iter_hits(es_client, idx, q, s) if idx == index else list(seen[name])
+
+        return FioLatencyJob(
+            search=search,
+            emit=emitted.append,
+            dirty=DirtyIntervals(tmp_path / f"{name}.sqlite", clock=Clock()),
+            fio=FioSettings(settle_s=0),
+            ctx=DocContext(ns, name),
+            clock=Clock(),
+            refresh=lambda idx: refresh(es_client, idx),
+            delete=lambda idx, q: delete_by_query(es_client, idx, q),
+            count=lambda idx, q: count(es_client, idx, q),
+        )
+
+    merged: dict[str, list[Document]] = {"a": [], "b": []}
+    a, b = job("a", merged["a"]), job("b", merged["b"])
+    for j in (a, b):
+        j.dirty.touch([(1000, 5000)])
+        assert j.run(force=True) == 1
+    for name, j in (("b", b), ("a", a)):  # b's merge is delivered first, a's late
+        for d in merged[name]:
+            emit(d)
+        j.acknowledged([LineRef(JOB_KEY, "", 1000, 5000)] * len(merged[name]))
+        assert j.supersede() == 1
+    refresh(es_client, index)
+    left = {h["_id"] for h in es_client.search(index=index, size=100)["hits"]["hits"]}
+    only_a = {d.doc_id for d in merged["a"]} - {d.doc_id for d in merged["b"]}
+    assert only_a  # a's cluster, job and n1-host merges differ from b's; n1's own ones not
+    assert left == {d.doc_id for d in merged["b"]}
