@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-LAB_PACKAGES := mpich libmpich-dev autoconf automake libtool zlib1g-dev fuse libfuse2 e2fsprogs
+LAB_PACKAGES := mpich libmpich-dev autoconf automake libtool zlib1g-dev fuse libfuse2 e2fsprogs faketime iproute2
 
 .PHONY: demo test lint schema stop sysdeps labdeps lab clean bench docs dist
 
@@ -29,7 +29,7 @@ sysdeps:
 	fi
 
 labdeps:
-	@if ! command -v mpicc >/dev/null 2>&1 || ! command -v autoreconf >/dev/null 2>&1 || ! command -v libtoolize >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libfuse.so.2 '; then \
+	@if ! command -v mpicc >/dev/null 2>&1 || ! command -v autoreconf >/dev/null 2>&1 || ! command -v libtoolize >/dev/null 2>&1 || ! command -v faketime >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libfuse.so.2 '; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing Debian packages $(LAB_PACKAGES)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(LAB_PACKAGES) >/dev/null; \

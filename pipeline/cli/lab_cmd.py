@@ -18,6 +18,7 @@ from typing import Any
 from pipeline.cli.subcommand import Subparsers
 from pipeline.lab.params import LabParams
 from pipeline.lab.run import Lab
+from pipeline.lab.site import SiteLab
 from pipeline.lab.storage import LabError
 
 OPTIONS: tuple[tuple[str, str, Callable[[str], Any], str], ...] = (
@@ -34,6 +35,7 @@ OPTIONS: tuple[tuple[str, str, Callable[[str], Any], str], ...] = (
     ("--mpi-ranks", "mpi_ranks", int, "MPI-IO job's ranks"),
     ("--namespace", "namespace", str, "data stream namespace"),
     ("--port", "port", int, "embedded server's port if free"),
+    ("--hosts", "hosts", int, "hosts (network namespaces) sharing the cluster"),
 )
 """``(option, LabParams field, type, help)`` of each option with a default of :class:`LabParams`."""
 
@@ -46,14 +48,53 @@ def add_parser(sub: Subparsers, name: str) -> None:
     )
     for option, field, kind, text in OPTIONS:
         p.add_argument(option, type=kind, default=getattr(d, field), help=f"{text} (%(default)s)")
+    p.add_argument(
+        "--kill-leader",
+        type=float,
+        metavar="S",
+        help="S s after the onset, SIGKILL the peer comparison's lease holder (restarted 30 s on)",
+    )
+    p.add_argument(
+        "--partition",
+        type=_numbers(3),
+        metavar="H:S:D",
+        help="S s after the onset, cut host H (or the lease holder: leader) off for D s",
+    )
+    p.add_argument(
+        "--skew", type=_numbers(2), metavar="H:SECONDS", help="host H's clock runs that far off"
+    )
     p.add_argument("--darshan-tarball", type=Path, help="Darshan 3.4.7 source (else download)")
     p.add_argument("--json", action="store_true", help="print the incident documents as indexed")
+
+
+def _numbers(n: int) -> Callable[[str], tuple[Any, ...]]:
+    """A parser of ``n`` colon-separated numbers, the first a host number."""
+
+    def parse(text: str) -> tuple[Any, ...]:
+        parts = text.split(":")
+        try:
+            if len(parts) != n:
+                raise ValueError
+            host = 0 if n == 3 and parts[0] == "leader" else int(parts[0])
+            return (host, *(float(x) for x in parts[1:]))
+        except ValueError:
+            shape = "H:S:D" if n == 3 else "H:SECONDS"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {shape}") from None
+
+    return parse
 
 
 def lab_params(args: argparse.Namespace) -> LabParams:
     """The parameters the command line gives (``--es-url`` included), not yet checked."""
     given = {field: getattr(args, option[2:].replace("-", "_")) for option, field, *_ in OPTIONS}
-    return LabParams(**given, es_url=args.es_url, darshan_tarball=args.darshan_tarball)
+    return LabParams(
+        **given,
+        es_url=args.es_url,
+        darshan_tarball=args.darshan_tarball,
+        kill_leader_s=args.kill_leader,
+        partition=args.partition,
+        skew=args.skew,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     not run here."""
     try:
         params = lab_params(args)
-        lab = Lab(params, say=lambda m: print(m, file=sys.stderr if args.json else sys.stdout))
+        kind = SiteLab if params.hosts > 1 else Lab
+        lab = kind(params, say=lambda m: print(m, file=sys.stderr if args.json else sys.stdout))
     except ValueError as err:
         print(f"iolens lab: {err}", file=sys.stderr)
         return 2

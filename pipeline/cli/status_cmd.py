@@ -20,6 +20,7 @@ from pipeline.settings import ElasticsearchSettings
 from pipeline.shippers.registry import Registry
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import make_client, ping_url
+from pipeline.sink.clock_offset import measure as measure_offset
 from pipeline.sink.cluster_id import cluster_id
 from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.disk import RESERVE_BYTES, free_bytes, too_full_to_open
@@ -160,8 +161,11 @@ def print_cluster(console: Console, es: ElasticsearchSettings, state: Path) -> N
     client = make_client(es)
     caps = detect(client)
     ident = cluster_id(client, create=False)
+    offset = measure_offset(client)
     client.close()
     console.print(f"cluster: {url} answers, Elasticsearch API {caps.version}")
+    if offset is not None:
+        console.print(f"  clock: {offset.text()}", highlight=False)
     console.print(f"  cluster id: {ident or 'unknown (nothing was delivered to it yet)'}")
     for name in ("ilm", "data_stream_admin", "percentiles_agg"):
         console.print(f"  {name}: {'yes' if getattr(caps, name) else 'no'}")

@@ -18,6 +18,7 @@ from pipeline.jobs.service_monitor import ServiceMonitor, StageState
 from pipeline.records import Document
 from pipeline.reducers.service_rate import Estimate
 from pipeline.settings import ServiceRateSettings
+from pipeline.sink.clock_offset import ClockWatch
 from pipeline.sink.documents import DocContext
 from pipeline.sink.rate_documents import pipeline_document, service_rate_document
 from pipeline.sink.sender import AsyncSink
@@ -53,6 +54,8 @@ class Health:
             files,
         )
         self._rate_docs: deque[Document] = deque()
+        self.clock_watch: ClockWatch | None = None
+        """Measures this host's clock against the cluster's (set by the main job)."""
         letters = sink.deadletters.count()
         self._letters_seen = letters["documents"] + letters["inputs"]
         self.monitor: ServiceMonitor | None = None
@@ -118,6 +121,8 @@ class Health:
         self._letters_seen = total
         if lag_mean is not None:
             values |= {"lag_mean_s": lag_mean, "lag_max_s": lag_max}
+        if self.clock_watch is not None and (offset := self.clock_watch.check()) is not None:
+            values["clock_offset_s"] = round(offset.offset_s, 4)
         if self.monitor is not None and (limit := self.monitor.bottleneck()) is not None:
             values["bottleneck"] = limit
         now_ms = self.clock() * 1000

@@ -43,6 +43,8 @@ from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.agent_id import agent_id
 from pipeline.sink.capabilities import detect
 from pipeline.sink.client import Client
+from pipeline.sink.clock_offset import ClockWatch
+from pipeline.sink.clock_offset import measure as measure_offset
 from pipeline.sink.cluster_id import cluster_id
 from pipeline.sink.disk import DiskWatch
 from pipeline.sink.documents import DocContext
@@ -120,6 +122,13 @@ class MainJob:
         self.summary = RunSummary()
         self.health = Health(
             self.sink, settings.service_rate, state, self.ctx, host, clock, self._files_read
+        )
+        probe = client.options(request_timeout=5, max_retries=0)
+        self.health.clock_watch = ClockWatch(
+            lambda: measure_offset(probe, clock),
+            settings.jobs.max_clock_offset_s,
+            settings.jobs.clock_check_s,
+            monotonic,
         )
         self.jobs = ScheduledJobs(
             settings, client, self.sink.add, self.dirty, self.ctx, clock, monotonic

@@ -17,9 +17,8 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ import numpy as np
 
 from pipeline.jobs.peer_diagnosis import group_of, metric_field
 from pipeline.jobs.peer_groups import PeerGroups
-from pipeline.records import Document, svctm_ms
+from pipeline.jobs.peer_samples import SYSSTAT_FIELDS, diskio_query, epoch_s, metric_values
+from pipeline.records import Document
 from pipeline.reducers.peer_flags import WindowResult, skip_reason
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_stream import PeerDetector
@@ -85,6 +85,9 @@ class PeerJob:
         thresholds_path: where ``iolens train`` writes thresholds; while ``thresholds`` is None
             the job looks there on every run, so training during a run starts the comparison.
         groups: the peer groups; default: those of ``peer`` (reads ``peer.storage_map``).
+        latest: ``(index, since_s) -> {host: its latest sample time, s}`` over the samples
+            after ``since_s``: the comparison waits for a server that fell behind (at most
+            ``peer.max_wait_s``); None: it does not wait.
 
     Raises:
         ConfigError: a bad ``peer.storage_map`` (when ``groups`` is not given).
@@ -105,6 +108,7 @@ class PeerJob:
     sysstat_drops: bool = True
     thresholds_path: Path | None = None
     groups: PeerGroups | None = None
+    latest: Callable[[str, float], Mapping[str, float]] | None = None
     windows: int = 0
     _warned: bool = field(default=False, repr=False)
     _anchor: tuple[float, float] | None = field(default=None, repr=False)
@@ -165,7 +169,9 @@ class PeerJob:
 
     def _run(self, force: bool) -> int:
         state = self.load_state() or {}
-        until = math.inf if force else self._steady_now() - self.peer.settle_s
+        until = (
+            math.inf if force else self._wait_for_servers(self._steady_now() - self.peer.settle_s)
+        )
         grid = self._read(state.get("watermark_s"), until)
         if not grid:
             return 0
@@ -191,6 +197,21 @@ class PeerJob:
         )
         self.windows += n
         return n
+
+    def _wait_for_servers(self, until: float) -> float:
+        """``until``, or earlier: the latest sample of the server furthest behind among those
+        that sent any within ``peer.max_wait_s`` (a server cut off from the cluster delivers
+        its samples late; the windows wait for them rather than skip them)."""
+        if self.latest is None:
+            return until
+        index = stream_name("metrics", DISKIO_DATASET, self.ctx.namespace)
+        latest = self.latest(index, until - self.peer.max_wait_s)
+        behind = {host: t for host, t in latest.items() if t < until}
+        if not behind:
+            return until
+        host = min(behind, key=lambda h: behind[h])
+        log.debug("peer comparison waits for %s (samples up to %s)", host, behind[host])
+        return behind[host]
 
     def _rank(
         self,
@@ -228,11 +249,11 @@ class PeerJob:
         ]
         groups: dict[str, tuple[set[float], dict[str, dict[float, Any]]]] = {}
         self.refresh(index)
-        query = _diskio_query(self.peer.downsample_s, watermark, until)
+        query = diskio_query(self.peer.downsample_s, watermark, until)
         for hit in self.hits(index, query, sort):
             src = hit["_source"]
             host, device = src["host"]["name"], src["system"]["diskio"]["name"]
-            end_s = _epoch_s(src["@timestamp"])
+            end_s = epoch_s(src["@timestamp"])
             group = group_of(host, device, self.groups or self.peer.groups)
             times, luns = groups.setdefault(group, (set(), defaultdict(dict)))
             times.add(end_s)
@@ -245,7 +266,7 @@ class PeerJob:
         grid: Mapping[str, tuple[list[float], dict[str, dict[float, Any]]]],
         detectors: dict[str, Any],
     ) -> list[WindowResult]:
-        field_name = _SYSSTAT_FIELDS[metric_field(metric)[0]]
+        field_name = SYSSTAT_FIELDS[metric_field(metric)[0]]
         scale = metric_field(metric)[1]
         out: list[WindowResult] = []
         for group, (times, samples) in sorted(grid.items()):
@@ -253,7 +274,7 @@ class PeerJob:
             det = self._detector(group, metric, set(samples), detectors.get(key))
             if det is None:
                 continue
-            values, present = _values(det.luns, times, samples, field_name, scale)
+            values, present = metric_values(det.luns, times, samples, field_name, scale)
             keep = np.asarray(times) > det.last_time_s
             out += det.add(np.asarray(times)[keep], values[:, keep], present[:, keep])
             detectors[key] = det.state()
@@ -328,62 +349,3 @@ class PeerJob:
                     created_ms=created,
                 )
             )
-
-
-_SYSSTAT_FIELDS = {
-    "tps": "tps",
-    "read_kb_per_s": "rkB_s",
-    "write_kb_per_s": "wkB_s",
-    "discard_kb_per_s": "dkB_s",
-    "areq_sz_kb": "areq_sz",
-    "aqu_sz": "aqu_sz",
-    "await_ms": "await",
-    "util_pct": "util",
-    "svctm_ms": "svctm",
-}
-"""DiskSample field -> its name under ``sysstat.disk`` in the diskio documents."""
-
-
-def _disk_value(disk: Mapping[str, Any], name: str) -> float:
-    """One ``sysstat.disk`` value of a diskio document; ``svctm`` derived from util and tps."""
-    if name == "svctm":
-        return svctm_ms(float(disk["util"]), float(disk["tps"]))
-    return float(disk[name])
-
-
-def _epoch_s(iso: str) -> float:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-
-
-def _diskio_query(span_s: float, watermark: float | None, until: float) -> dict[str, Any]:
-    """The diskio documents of ``span_s`` intervals after ``watermark`` up to ``until`` (s)."""
-    rng: dict[str, Any] = {}
-    if watermark is not None:
-        rng["gt"] = int(watermark * 1000)
-    if math.isfinite(until):
-        rng["lte"] = int(until * 1000)
-    filters: list[Mapping[str, Any]] = [{"term": {"sysstat.disk.interval_s": span_s}}]
-    if rng:
-        rng["format"] = "epoch_millis"
-        filters.append({"range": {"@timestamp": rng}})
-    return {"bool": {"filter": filters}}
-
-
-def _values(
-    luns: Sequence[str],
-    times: Sequence[float],
-    samples: Mapping[str, Mapping[float, Any]],
-    field_name: str,
-    scale: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(values, present)``, shape ``(n_luns, n_times)``, of one field: ``present`` False (and
-    the value 0) where a LUN has no sample, which is missing data, not an idle LUN."""
-    values = np.zeros((len(luns), len(times)))
-    present = np.zeros(values.shape, dtype=bool)
-    for row, lun in enumerate(luns):
-        for col, t in enumerate(times):
-            s = samples.get(lun, {}).get(t)
-            if s is not None:
-                values[row, col] = _disk_value(s, field_name) * scale
-                present[row, col] = True
-    return values, present

@@ -20,6 +20,7 @@ from typing import Any
 
 from elasticsearch import Elasticsearch
 
+from pipeline.lab.params import LabResult
 from pipeline.sink.search import ClusterUnavailable, count, iter_hits, refresh
 
 STREAMS = ("fio", "sysstat", "peer", "darshan", "incident")
@@ -149,3 +150,20 @@ def count_since(
     index = f"{stream}-{namespace}"
     refresh(client, index)
     return count(client, index, query)
+
+
+def settled(client: Elasticsearch, r: LabResult, now_s: float) -> bool:
+    """Whether the pipeline caught up with the lab's workload: the peer comparison evaluated
+    windows past its end, every incident closed, and one found if there was a fault (a minute
+    of grace if none comes)."""
+    ns = r.params.namespace
+    after = {"range": {"iolens.peer.window.end_s": {"gte": r.end_s}}}
+    try:
+        if not count_since(client, "metrics-iolens.peer_anomaly", ns, after):
+            return False
+        found = incidents(client, ns, r.t0_s)
+    except ClusterUnavailable:
+        return False
+    if not all(i["iolens"]["incident"]["status"] == "closed" for i in found):
+        return False
+    return bool(found) or r.params.delay_ms == 0 or now_s > r.end_s + 60

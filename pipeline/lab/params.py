@@ -41,6 +41,13 @@ class LabParams:
         darshan_tarball: Darshan's source (else ``$IOLENS_DARSHAN_TARBALL`` or the download).
         cache_dir: where Darshan and the MPI writer are built.
         settle_timeout_s: how long to wait after the workload for the pipeline to settle.
+        hosts: lab hosts (network and UTS namespaces, :mod:`pipeline.lab.hosts`); 1: the
+            machine itself.
+        kill_leader_s: seconds after the onset when the instance holding the peer comparison's
+            lease is killed (SIGKILL; restarted 30 s later); None: never.
+        partition: ``(host, seconds after the onset, duration s)`` a host is cut off (host 0:
+            the one whose instance holds the peer comparison's lease then).
+        skew: ``(host, seconds)`` a host's wall clock runs off (negative: behind).
     """
 
     lab_dir: Path = Path("var/lab")
@@ -63,9 +70,14 @@ class LabParams:
     darshan_tarball: Path | None = None
     cache_dir: Path = field(default_factory=default_cache_dir)
     settle_timeout_s: float = 240.0
+    hosts: int = 1
+    kill_leader_s: float | None = None
+    partition: tuple[int, float, float] | None = None
+    skew: tuple[int, float] | None = None
 
     def check(self) -> None:
         """Raise ValueError naming the parameter that makes no sense."""
+        self._check_site()
         if self.luns < 3:
             raise ValueError("--luns: the peer comparison needs at least 3 LUNs")
         if not 1 <= self.slow <= self.luns:
@@ -78,6 +90,23 @@ class LabParams:
             raise ValueError("--duration: the peer comparison needs >= 60 s to indict a LUN")
         if self.mpi_ranks < 2 or self.mpi_ranks > self.luns:
             raise ValueError(f"--mpi-ranks must lie in 2..{self.luns}")
+
+    def _check_site(self) -> None:
+        if not 1 <= self.hosts <= min(self.luns, 8):
+            raise ValueError(f"--hosts must lie in 1..{min(self.luns, 8)} (one LUN per host)")
+        multi = self.hosts > 1
+        for option, given in (
+            ("--kill-leader", self.kill_leader_s is not None),
+            ("--partition", self.partition is not None),
+            ("--skew", self.skew is not None),
+        ):
+            if given and not multi:
+                raise ValueError(f"{option} needs --hosts 2 or more")
+        for option, h, least in (("--partition", self.partition, 0), ("--skew", self.skew, 1)):
+            if h is not None and not least <= h[0] <= self.hosts:
+                raise ValueError(f"{option}: hosts are numbered 1 to {self.hosts}")
+        if self.partition is not None and self.partition[2] <= 0:
+            raise ValueError("--partition H:S:D: the duration D must be > 0")
 
 
 def free_port(preferred: int) -> int:
@@ -113,7 +142,7 @@ def lab_config(p: LabParams, root: Path, st: Storage, host: str) -> dict[str, An
             "margin_s": 30.0,
             "lookback_s": 3600.0,
         },
-        "jobs": {"tick_s": 2.0},
+        "jobs": {"tick_s": 2.0, "lease_ttl_s": 30.0},
     }
 
 
@@ -138,6 +167,7 @@ def _peer(st: Storage, host: str) -> dict[str, Any]:
         "k": 3,
         "groups": {f"{host}:{lun.kernel_name}": "lab" for lun in st.luns},
         "settle_s": 3.0,
+        "max_wait_s": 90.0,
         "ranking_every_s": 60.0,
     }
 
@@ -154,6 +184,9 @@ class LabResult:
         jobs: every job the lab ran.
         incidents: the incident documents as indexed (``_source``).
         lags: stream -> seconds from the onset until it showed the fault (None: never).
+        lun_hosts: LUN index -> the host it is attached to (several hosts only).
+        events: ``(Unix s, what)`` of each fault of a site the lab caused.
+        leases: ``(Unix s, lease, holder)`` each time a lease was seen to change hands.
     """
 
     params: LabParams
@@ -168,11 +201,18 @@ class LabResult:
     jobs: list[LabJob]
     incidents: list[dict[str, Any]] = field(default_factory=list)
     lags: dict[str, float | None] = field(default_factory=dict)
+    lun_hosts: dict[int, str] = field(default_factory=dict)
+    events: list[tuple[float, str]] = field(default_factory=list)
+    leases: list[tuple[float, str, str]] = field(default_factory=list)
+
+    def host_of(self, lun: int) -> str:
+        """The host LUN ``lun`` is attached to (the machine itself with one host)."""
+        return self.lun_hosts.get(lun, self.host)
 
     @property
     def slow_lun(self) -> str:
         """The slowed LUN as the peer comparison names it."""
-        return f"{self.host}/{self.devices[self.params.slow]}"
+        return f"{self.host_of(self.params.slow)}/{self.devices[self.params.slow]}"
 
 
 def mpi_iterations(p: LabParams) -> int:

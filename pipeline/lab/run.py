@@ -48,23 +48,11 @@ from pipeline.lab.procs import remember, stop_all, stop_leftovers, stop_process
 from pipeline.lab.storage import LabError, Storage
 from pipeline.lab.sysstat import SadcRecorder
 from pipeline.lab.workload import LabJob, Running
-from pipeline.sink.search import ClusterUnavailable
 
 log = logging.getLogger(__name__)
 
 Step = tuple[float, Callable[[], None]]
 """A timed step of the timeline: ``(Unix s, what to do then)``."""
-
-
-def _check_tools(which: Callable[[str], str | None] = shutil.which) -> None:
-    for tool, package in (
-        ("fio", "fio"),
-        ("sadf", "sysstat"),
-        ("mpiexec", "mpich"),
-        ("mpicc", "libmpich-dev"),
-    ):
-        if which(tool) is None:
-            raise LabError(f"{tool} not found: apt-get install {package}")
 
 
 class Lab:
@@ -92,6 +80,8 @@ class Lab:
         self.host = socket.gethostname()
         self.running: list[Running] = []
         self.jobs: list[LabJob] = []
+        self._later: list[Step] = []
+        """Steps a step scheduled (a restart after a kill), taken into the timeline."""
         self._next_id = first_job_id(clock())
 
     @property
@@ -106,7 +96,7 @@ class Lab:
             LabError: the lab cannot run here, or a step failed (everything set up is undone).
         """
         storage.check_host()
-        _check_tools()
+        storage.check_tools()
         self._reset()
         lib = ensure_libdarshan(self.p.cache_dir, self.p.darshan_tarball)
         writer = ensure_mpi_writer(self.p.cache_dir)
@@ -215,11 +205,11 @@ class Lab:
         return job
 
     def _segment(self, k: int, st: Storage, lib: Path) -> None:
-        """Start segment ``k``: one fio process per LUN."""
-        seg = self.drops / "fio" / f"seg{k:04d}"
-        seg.mkdir(parents=True, exist_ok=True)
+        """Start segment ``k``: one fio process per LUN (on the LUN's host)."""
         for lun in st.luns:
             assert lun.mount_point is not None
+            seg = self._fio_drop(lun.index) / f"seg{k:04d}"
+            seg.mkdir(parents=True, exist_ok=True)
             job = self._job(f"fio-{lun.name}", (lun.index,), 1)
             cmd = workload.fio_command(
                 Path(lun.mount_point),
@@ -230,8 +220,17 @@ class Lab:
             )
             env = workload.darshan_env(lib, self.drops / "darshan", job.job_id, nonmpi=True)
             log_path = self.root / "logs" / f"fio-{lun.name}.log"
+            cmd = self._on_host(lun.index, cmd)
             self.running.append(workload.start(cmd, env, job, log_path))
             self._remember(self.running[-1].proc.pid)
+
+    def _fio_drop(self, lun: int) -> Path:
+        """The fio drop of LUN ``lun``'s host (here: the lab's)."""
+        return self.drops / "fio"
+
+    def _on_host(self, lun: int, cmd: list[str]) -> list[str]:
+        """``cmd`` as run on LUN ``lun``'s host (here: as it is)."""
+        return cmd
 
     def _mpi_job(self, st: Storage, lib: Path, writer: Path, name: str = "mpiio") -> None:
         """Start the MPI-IO job: rank r writes on its own LUN, one rank on the slow one.
@@ -244,7 +243,9 @@ class Lab:
         ranks.insert(min(2, len(ranks)), st.luns[self.p.slow - 1])
         dirs = [Path(lun.mount_point or "") for lun in ranks]
         job = self._job(name, tuple(lun.index for lun in ranks), len(ranks))
-        cmd = workload.mpi_command(writer, dirs, mpi_iterations(self.p), 64, MPI_PAUSE_MS)
+        cmd = self._mpi_command(
+            workload.mpi_command(writer, dirs, mpi_iterations(self.p), 64, MPI_PAUSE_MS)
+        )
         env = workload.darshan_env(lib, self.drops / "darshan", job.job_id, nonmpi=False)
         self.running.append(workload.start(cmd, env, job, self.root / "logs" / f"{name}.log"))
         self._remember(self.running[-1].proc.pid)
@@ -252,6 +253,10 @@ class Lab:
             f"MPI-IO job {job.job_id} started: {len(ranks)} ranks on "
             + ", ".join(lun.name for lun in ranks)
         )
+
+    def _mpi_command(self, cmd: list[str]) -> list[str]:
+        """How the MPI-IO job's ``mpiexec`` is started (here: as it is)."""
+        return cmd
 
     def _reap(self) -> None:
         """Record the jobs that ended (their Slurm rows go to the slurm drop)."""
@@ -292,6 +297,7 @@ class Lab:
         devices = {lun.index: lun.kernel_name for lun in st.luns}
         mounts = {lun.index: lun.mount_point or "" for lun in st.luns}
         result = LabResult(p, self.host, url, t0, onset, fault_end, end, devices, mounts, self.jobs)
+        self._result_hosts(result, st)
         self.observer = self._observer(result)
         self._announce(result, segments)
         # the fault first: training (a few seconds) must not delay the onset
@@ -301,24 +307,28 @@ class Lab:
             (onset, lambda: self._train(cfg, onset)),
             (onset + 5, lambda: self._mpi_job(st, lib, writer)),
             (fault_end, lambda: self._fault(st, False)),
+            *self._more_steps(result),
         ]
+        steps.sort(key=lambda step: step[0])
         if not self._drive(result, steps, segments, st, lib):
             self.say(f"the pipeline did not settle within {p.settle_timeout_s:g} s of the end")
         return result
 
+    def _result_hosts(self, r: LabResult, st: Storage) -> None:
+        """Note which host each LUN is attached to (here: all on this machine)."""
+
+    def _watch(self, now: float) -> None:
+        """Look at what the lab follows besides the streams (here: nothing)."""
+
+    def _more_steps(self, r: LabResult) -> list[Step]:
+        """Further timed steps (the faults of a site, :mod:`pipeline.lab.site`); none here."""
+        return []
+
     def _announce(self, r: LabResult, segments: int) -> None:
         """Say what the workload will be: LUNs, segments, the fault and the end."""
-        p = self.p
-        fault = (
-            f"lun{p.slow} ({r.devices[p.slow]}) slowed by {p.delay_ms:g} ms per I/O from "
-            f"+{p.onset_s:g} s to +{p.onset_s + p.duration_s:g} s"
-            if p.delay_ms > 0
-            else "no fault (--delay-ms 0)"
-        )
-        self.say(
-            f"workload: fio on {p.luns} LUNs in {segments} segments of {p.segment_s} s; "
-            f"{fault}; healthy load until +{r.end_s - r.t0_s:g} s"
-        )
+        from pipeline.lab.text import announce
+
+        self.say(announce(r, segments))
 
     def _drive(
         self, r: LabResult, steps: list[Step], segments: int, st: Storage, lib: Path
@@ -341,11 +351,15 @@ class Lab:
                     self.say("the load goes on until the pipeline has caught up")
                 self._segment(k, st, lib)
                 k += 1
+            if self._later:
+                steps = sorted([*steps, *self._later], key=lambda step: step[0])
+                self._later.clear()
             while steps and now >= steps[0][0]:
                 steps.pop(0)[1]()
             self._reap()
             if now >= next_poll:
                 self.observer.poll(now)
+                self._watch(now)
                 settled = settled or (now >= r.end_s and self._settled(r))
                 next_poll = now + 2
             self.sleep(0.2)
@@ -370,23 +384,11 @@ class Lab:
 
         client = make_client(ElasticsearchSettings(url=r.url), r.url)
         self.client = client
-        fio_job = (self.host, f"lun{self.p.slow}", "1")
+        fio_job = (r.host_of(self.p.slow), f"lun{self.p.slow}", "1")
         return Observer(client, self.p.namespace, r.slow_lun, fio_job, self.p.sla_ms, r.onset_s)
 
     def _settled(self, r: LabResult) -> bool:
-        """Whether the pipeline caught up with the workload: the peer comparison evaluated
-        windows past its end, every incident closed, and one found if there was a fault
-        (a minute of grace if none comes)."""
-        from pipeline.lab.observe import count_since, incidents
+        """Whether the pipeline caught up with the workload (:func:`observe.settled`)."""
+        from pipeline.lab.observe import settled
 
-        ns = self.p.namespace
-        after = {"range": {"iolens.peer.window.end_s": {"gte": r.end_s}}}
-        try:
-            if not count_since(self.client, "metrics-iolens.peer_anomaly", ns, after):
-                return False
-            found = incidents(self.client, ns, r.t0_s)
-        except ClusterUnavailable:
-            return False
-        if not all(i["iolens"]["incident"]["status"] == "closed" for i in found):
-            return False
-        return bool(found) or self.p.delay_ms == 0 or self.clock() > r.end_s + 60
+        return settled(self.client, r, self.clock())

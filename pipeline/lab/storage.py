@@ -98,6 +98,18 @@ class Storage:
         os.replace(tmp, control)
 
 
+def check_tools(which: Callable[[str], str | None] = shutil.which) -> None:
+    """Raise LabError naming the Debian package of the first workload tool missing."""
+    for tool, package in (
+        ("fio", "fio"),
+        ("sadf", "sysstat"),
+        ("mpiexec", "mpich"),
+        ("mpicc", "libmpich-dev"),
+    ):
+        if which(tool) is None:
+            raise LabError(f"{tool} not found: apt-get install {package}")
+
+
 def check_host(which: Callable[[str], str | None] = shutil.which) -> None:
     """Raise :class:`LabError` naming what is missing to build the lab here."""
     if os.geteuid() != 0:

@@ -33,11 +33,18 @@ class SadcRecorder:
         csv_path: the CSV file in the ``sadf`` drop directory (appended to).
         devices: kernel names of the devices to ship (``loop3``).
         every_s: how often the growing sadc file is converted.
+        prefix: what sadc runs under (a lab host's namespaces: :meth:`Hosts.prefix`).
     """
 
     def __init__(
-        self, sa_dir: Path, csv_path: Path, devices: Sequence[str], every_s: float = 2.0
+        self,
+        sa_dir: Path,
+        csv_path: Path,
+        devices: Sequence[str],
+        every_s: float = 2.0,
+        prefix: Sequence[str] = (),
     ) -> None:
+        self.prefix = list(prefix)
         self.sa_dir = sa_dir
         self.csv_path = csv_path
         self.devices = list(devices)
@@ -54,7 +61,7 @@ class SadcRecorder:
         self.sa_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path.parent.mkdir(parents=True, exist_ok=True)
         self._proc = subprocess.Popen(
-            [SADC, "-S", "DISK", "1", str(self.sa_file)],
+            [*self.prefix, SADC, "-S", "DISK", "1", str(self.sa_file)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -36,8 +36,42 @@ def render(r: LabResult) -> str:
         lines += incident_lines(doc, {str(j.job_id): j.name for j in r.jobs})
     lines.append("")
     lines += _lag_lines(r)
+    if r.lun_hosts:
+        lines += ["", *site_lines(r)]
     lines += ["", *_data_lines(r)]
     return "\n".join(lines)
+
+
+def site_lines(r: LabResult) -> list[str]:
+    """A site's hosts, the faults the lab caused and who held each lease over time (seconds
+    from the onset)."""
+    hosts: dict[str, list[int]] = {}
+    for lun, host in sorted(r.lun_hosts.items()):
+        hosts.setdefault(host, []).append(lun)
+    lines = ["hosts: " + "; ".join(f"{h} LUNs {','.join(map(str, n))}" for h, n in hosts.items())]
+    lines += [f"  {_since(r, t)}  {what}" for t, what in r.events]
+    lines.append("lease holders (instance host:pid:id):")
+    lines += [f"  {_since(r, t)}  {name:24s} {holder}" for t, name, holder in r.leases]
+    return lines
+
+
+def _since(r: LabResult, t_s: float) -> str:
+    return f"{t_s - r.onset_s:+7.0f} s"
+
+
+def announce(r: LabResult, segments: int) -> str:
+    """What the workload will be: LUNs, segments, the fault and the end (said at its start)."""
+    p = r.params
+    fault = (
+        f"lun{p.slow} ({r.devices[p.slow]}) slowed by {p.delay_ms:g} ms per I/O from "
+        f"+{p.onset_s:g} s to +{p.onset_s + p.duration_s:g} s"
+        if p.delay_ms > 0
+        else "no fault (--delay-ms 0)"
+    )
+    return (
+        f"workload: fio on {p.luns} LUNs in {segments} segments of {p.segment_s} s; "
+        f"{fault}; healthy load until +{r.end_s - r.t0_s:g} s"
+    )
 
 
 def _header(r: LabResult) -> str:

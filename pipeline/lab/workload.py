@@ -42,6 +42,7 @@ class LabJob:
         ntasks: processes.
         start_s, end_s: its run (Unix s); end is None while it runs.
         state: ``COMPLETED`` or ``FAILED``.
+        node: the host it ran on (None: this machine).
     """
 
     job_id: int
@@ -51,6 +52,7 @@ class LabJob:
     start_s: float
     end_s: float | None = None
     state: str = "RUNNING"
+    node: str | None = None
 
 
 def fio_command(
@@ -159,7 +161,7 @@ def record_job(slurm_file: Path, job: LabJob) -> None:
     with open(slurm_file, "a", encoding="utf-8") as f:
         if new:
             f.write(SACCT_HEADER + "\n")
-        f.write(sacct_line(job) + "\n")
+        f.write(sacct_line(job, job.node) + "\n")
 
 
 @dataclass

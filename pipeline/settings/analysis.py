@@ -95,6 +95,13 @@ class PeerSettings(Frozen):
         description="The scheduled comparison takes samples older than this, so that every "
         "server's data for a moment has arrived.",
     )
+    max_wait_s: float = Field(
+        120.0,
+        ge=0,
+        description="How long the scheduled comparison waits for a server whose samples stop "
+        "arriving (cut off, its shipper down): it compares up to that server's last sample for "
+        "at most this long, then goes on without it (its LUNs' windows are skipped as missing).",
+    )
     ranking_every_s: float = Field(
         3600.0,
         gt=0,

@@ -16,6 +16,23 @@ class JobsSettings(Frozen):
     """Scheduled jobs."""
 
     tick_s: float = Field(5.0, gt=0, description="How often the scheduler looks for work.")
+    lease_ttl_s: float = Field(
+        120.0,
+        gt=0,
+        description="How long a scheduled job's lease outlives its holder's last renewal "
+        "(at least 3 ticks): after a holder dies or is cut off, another instance takes the "
+        "peer comparison and the incidents over within this time.",
+    )
+    max_clock_offset_s: float = Field(
+        2.0,
+        gt=0,
+        description="Largest offset of this host's clock from the cluster's taken as "
+        "synchronised; beyond it iolens warns once (the offset is in every "
+        "metrics-iolens.pipeline document and in iolens status).",
+    )
+    clock_check_s: float = Field(
+        300.0, gt=0, description="Seconds between measurements of the clock offset."
+    )
 
 
 class Settings(Frozen):

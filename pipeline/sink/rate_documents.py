@@ -51,7 +51,8 @@ def pipeline_document(
             ``lag_mean_s`` / ``lag_max_s`` (from reading to acknowledgement), ``queued``,
             ``spooled`` (documents), ``spool_bytes``, ``spool_full`` (reading waits for the
             cluster), ``dead_letters`` and ``dead_letters_new`` (since the previous one),
-            ``files``, ``bottleneck`` (the stage that limits, when known).
+            ``files``, ``bottleneck`` (the stage that limits, when known), ``clock_offset_s``
+            (the cluster's clock minus this host's, s: :mod:`pipeline.sink.clock_offset`).
     """
     source = ctx.base("metrics", PIPELINE_DATASET, when_ms, when_ms)
     source["host"] = {"name": host}

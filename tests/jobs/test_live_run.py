@@ -160,6 +160,9 @@ def test_live_run_drop_restart(es_url: str, tmp_path: Path) -> None:
     assert sum(h["acknowledged"] for h in health) > 0
     lagged = [h for h in health if h["acknowledged"]]
     assert lagged and all(0 <= h["lag_mean_s"] <= h["lag_max_s"] < 60 for h in lagged)
+    # and how far this host's clock is from the cluster's (one machine here: within 50 ms)
+    offsets = [h["clock_offset_s"] for h in health]
+    assert offsets and all(abs(o) < 0.05 for o in offsets)
 
     # A restart reads nothing new and indexes no duplicate.
     again = subprocess.run([*cmd, "--once"], capture_output=True, text=True, env=env, timeout=120)

@@ -107,3 +107,41 @@ def test_the_job_skips_the_restarted_servers_luns_as_the_offline_diagnosis() -> 
             for d in mine
         ]
         assert got == want
+
+
+def test_the_job_waits_for_a_server_behind_at_most_max_wait() -> None:
+    """A server cut off from the cluster delivers late: the windows wait for its samples (up to
+    its latest) while it sent any within peer.max_wait_s, and go on without it after that."""
+    from pipeline.reducers.peer import ThresholdEntry, Thresholds
+
+    now = 1_800_000_000.0
+    cutoffs: list[int] = []
+    sent = {"srvA": now - 50.0, "srvB": now - 4.0, "srvC": now - 10.0}
+
+    def hits(index: str, query: Any, sort: Any) -> list[Any]:
+        [rng] = [f["range"]["@timestamp"] for f in query["bool"]["filter"] if "range" in f]
+        cutoffs.append(rng["lte"])
+        return []
+
+    def latest(index: str, since_s: float) -> dict[str, float]:
+        assert index == "metrics-sysstat.diskio-t"
+        return {h: t for h, t in sent.items() if t > since_s}
+
+    job = PeerJob(
+        hits=hits,
+        emit=lambda d: None,
+        settle=lambda: True,
+        peer=PeerSettings(groups={"*": "g"}, settle_s=5.0, max_wait_s=60.0),
+        thresholds=Thresholds((ThresholdEntry("g", "await", 5.0, 1),), PeerParams(), 0.0, 1.0),
+        ctx=DocContext("t", "a"),
+        lease=lambda: True,
+        load_state=lambda: None,
+        save_state=lambda s: None,
+        clock=lambda: now,
+        monotonic=lambda: 0.0,
+        latest=latest,
+    )
+    job.run()
+    sent["srvA"] = now - 70.0  # nothing from srvA for longer than max_wait_s: not waited for
+    job.run()
+    assert cutoffs == [int((now - 50.0) * 1000), int((now - 10.0) * 1000)]

@@ -19,7 +19,7 @@ VENDORED_TARBALL = (
     Path(__file__).resolve().parents[3] / "shared" / "vendor" / f"darshan-{DARSHAN_VERSION}.tar.gz"
 )
 
-TOOLS = ("fio", "sadf", "mpiexec", "mpicc", "losetup", "mkfs.ext4")
+TOOLS = ("fio", "sadf", "mpiexec", "mpicc", "losetup", "mkfs.ext4", "ip", "unshare", "faketime")
 
 
 def missing_for_lab() -> str | None:
