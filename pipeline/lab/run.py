@@ -279,7 +279,9 @@ class Lab:
         """Thresholds from the warm-up's samples, put in place atomically for the peer job."""
         state = self.root / "state"
         tmp = state / "thresholds.json.new"
-        cmd = [sys.executable, "-m", "pipeline.cli.main", "--config", str(cfg), "train"]
+        # niced: training must not take the CPU from the workload at the onset
+        cmd = ["nice", "-n", "10", sys.executable, "-m", "pipeline.cli.main", "--config", str(cfg)]
+        cmd.append("train")
         cmd += ["--until", str(int(until_s)), "-o", str(tmp), str(self.drops / "sadf" / "lab.csv")]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:

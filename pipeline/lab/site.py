@@ -199,7 +199,9 @@ class SiteLab(Lab):
         """Thresholds from every host's warm-up samples (one peer group across them), put in
         place atomically in every host's state directory."""
         tmp = self.root / "thresholds.json"
-        cmd = [sys.executable, "-m", "pipeline.cli.main", "--config", str(cfg), "train"]
+        # niced: training must not take the CPU from the workload at the onset
+        cmd = ["nice", "-n", "10", sys.executable, "-m", "pipeline.cli.main", "--config", str(cfg)]
+        cmd.append("train")
         cmd += ["--until", str(int(until_s)), "-o", str(tmp)]
         cmd += [str(self.host_dir(h) / "drops" / "sadf" / "lab.csv") for h in self.procs]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -81,7 +81,10 @@ def test_one_closed_incident_with_the_mpi_job_and_the_luns_fio_job(site) -> None
     [doc] = docs(client, "logs-iolens.incident")
     inc = doc["iolens"]["incident"]
     assert (inc["lun"], inc["status"]) == (r.slow_lun, "closed")
-    assert inc["fio_jobs"] == [f"{r.host_of(SLOW)}/lun{SLOW}.1"]
+    # fio logs do not name a device: breaches join by time, and a loaded machine can add
+    # another job's interval at the onset; the slowed LUN's job is there whatever the load
+    assert f"{r.host_of(SLOW)}/lun{SLOW}.1" in inc["fio_jobs"]
+    assert inc["fio_breaches"] > 0
     mpi = {str(j.job_id) for j in r.jobs if j.name == "mpiio"}
     assert mpi <= set(inc["jobs"])
     assert r.slow_lun.startswith(r.host_of(SLOW) + "/") and r.host_of(SLOW).endswith("-h2")
