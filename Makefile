@@ -79,6 +79,7 @@ bench: $(STAMP) sysdeps
 	$(BIN)/python bench/requests.py
 	$(BIN)/python bench/service_rate.py
 	$(BIN)/python bench/soak.py
+	$(BIN)/python bench/site.py
 
 clean: stop
 	rm -rf var dist build
