@@ -13,6 +13,7 @@ the cluster nor the other hosts until the port is up again. A host's clock skew 
 from __future__ import annotations
 
 import logging
+import shlex
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -127,6 +128,26 @@ class Hosts:
     def run_as(self, h: int, cmd: Sequence[str]) -> list[str]:
         """``cmd`` run as host ``h`` (see :meth:`prefix`)."""
         return [*self.prefix(h), *cmd]
+
+    def launcher(self, path: Path, log_path: Path) -> Path:
+        """Write, at ``path``, the program MPICH's Hydra runs in place of ssh
+        (``-launcher ssh -launcher-exec``): it is called as ``[-x] <host> <command...>``, notes
+        the host in ``log_path`` and runs the command as that host (:meth:`prefix`); returns
+        ``path``."""
+        cases = "".join(
+            f'  {self.name(h)}) exec {shlex.join(self.prefix(h))} sh -c "$*" ;;\n'
+            for h in range(1, self.n + 1)
+        )
+        path.write_text(
+            "#!/bin/sh\n# run by mpiexec as it would run ssh: [options] <host> <command...>\n"
+            'while [ "${1#-}" != "$1" ]; do shift; done\n'
+            'host="$1"; shift\n'
+            f'echo "$host" >> {shlex.quote(str(log_path))}\n'
+            f'case "$host" in\n{cases}esac\n'
+            'echo "no lab host $host" >&2; exit 255\n'
+        )
+        path.chmod(0o755)
+        return path
 
     def cut(self, h: int, off: bool) -> None:
         """Cut host ``h`` off from the cluster and the other hosts (``off``), or join it again.

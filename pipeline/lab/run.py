@@ -244,7 +244,7 @@ class Lab:
         dirs = [Path(lun.mount_point or "") for lun in ranks]
         job = self._job(name, tuple(lun.index for lun in ranks), len(ranks))
         cmd = self._mpi_command(
-            workload.mpi_command(writer, dirs, mpi_iterations(self.p), 64, MPI_PAUSE_MS)
+            workload.mpi_command(writer, dirs, mpi_iterations(self.p), 64, MPI_PAUSE_MS), job.luns
         )
         env = workload.darshan_env(lib, self.drops / "darshan", job.job_id, nonmpi=False)
         self.running.append(workload.start(cmd, env, job, self.root / "logs" / f"{name}.log"))
@@ -254,8 +254,9 @@ class Lab:
             + ", ".join(lun.name for lun in ranks)
         )
 
-    def _mpi_command(self, cmd: list[str]) -> list[str]:
-        """How the MPI-IO job's ``mpiexec`` is started (here: as it is)."""
+    def _mpi_command(self, cmd: list[str], luns: tuple[int, ...]) -> list[str]:
+        """How the MPI-IO job's ``mpiexec`` is started, rank r writing on ``luns[r]`` (here:
+        as it is, every rank on this machine)."""
         return cmd
 
     def _reap(self) -> None:

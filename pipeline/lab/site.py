@@ -6,7 +6,8 @@ file server's sadc on the devices of its LUNs and a client's fio on them. The LU
 the hosts round-robin (LUN K on host ``(K - 1) % N + 1``) and form one peer group across them
 through a storage map (seed 001's LUN-server attachments: ``host,device,array``). Host 1 is the
 login node: the Darshan logs and the Slurm rows of every job land in its drops, and the MPI-IO
-job is started there, its ranks writing on LUNs of every host (rank 2 on the slowed one).
+job's ``mpiexec`` runs there, starting each rank on the host of the LUN it writes on (rank 2 on
+the slowed one's host).
 
 The faults of a site, timed from the onset of the slow LUN: ``kill_leader_s`` kills (SIGKILL) the
 instance holding the peer comparison's lease and restarts it 30 s later; ``partition`` cuts a
@@ -216,7 +217,7 @@ class SiteLab(Lab):
 
     def _job(self, name: str, luns: tuple[int, ...], ntasks: int) -> LabJob:
         job = super()._job(name, luns, ntasks)
-        job.node = self.hosts.name(self.host_of(luns[0]) if ntasks == 1 else 1)
+        job.node = ",".join(sorted({self.hosts.name(self.host_of(lun)) for lun in luns}))
         return job
 
     def _fio_drop(self, lun: int) -> Path:
@@ -225,8 +226,17 @@ class SiteLab(Lab):
     def _on_host(self, lun: int, cmd: list[str]) -> list[str]:
         return self.hosts.run_as(self.host_of(lun), cmd)
 
-    def _mpi_command(self, cmd: list[str]) -> list[str]:
-        return self.hosts.run_as(1, cmd)
+    def _mpi_command(self, cmd: list[str], luns: tuple[int, ...]) -> list[str]:
+        """``mpiexec`` on the login node (host 1), each rank on the host of its LUN: Hydra
+        starts its proxies through a launcher that enters the host (as it would ssh), and they
+        connect back to host 1's address."""
+        launcher = self.hosts.launcher(
+            self.root / "mpi-launch.sh", self.root / "logs" / "mpi-launch.log"
+        )
+        ranks = ",".join(f"{self.hosts.name(self.host_of(lun))}:1" for lun in luns)
+        hydra = ["-launcher", "ssh", "-launcher-exec", str(launcher), "-hosts", ranks]
+        hydra += ["-localhost", self.hosts.address(1)]
+        return self.hosts.run_as(1, [cmd[0], *hydra, *cmd[1:]])
 
     def _result_hosts(self, r: LabResult, st: Storage) -> None:
         r.lun_hosts = {lun.index: self.hosts.name(self.host_of(lun.index)) for lun in st.luns}

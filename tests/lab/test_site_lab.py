@@ -25,7 +25,8 @@ from pipeline.sink.embedded import free_port, stop_detached
 NS = "sitetest"
 SLOW = 5
 TTL_S = 30.0  # the lab's jobs.lease_ttl_s
-PARTITION_S = (50.0, 40.0)
+PARTITION_S = (75.0, 40.0)
+"""After the MPI-IO job (from the onset + 5 s, about a minute), which has a rank on every host."""
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,22 @@ def test_the_faults_happened_and_the_luns_are_spread_over_the_hosts(site) -> Non
     assert any(w.startswith("kill-leader:") and "restarted" in w for w in what), what
     assert any("cut off from the cluster" in w for w in what), what
     assert any("joined again" in w for w in what), what
+
+
+def test_the_mpi_job_ran_a_rank_on_the_host_of_each_of_its_luns(site) -> None:
+    r, _ = site
+    for job in (j for j in r.jobs if j.name.startswith("mpiio")):
+        assert job.state == "COMPLETED"
+        assert job.node == ",".join(sorted({r.host_of(lun) for lun in job.luns}))
+    # Hydra started its proxies on the other hosts through the lab's launcher, for both jobs
+    # (on the login node, where mpiexec runs, it starts its own)
+    launched = Counter((r.params.lab_dir / "logs" / "mpi-launch.log").read_text().split())
+    [mpi] = [j for j in r.jobs if j.name == "mpiio"]
+    others = {r.host_of(lun) for lun in mpi.luns} - {r.host_of(1)}
+    assert len(others) == 2  # ranks on LUNs 1, 2, 5 and 3: hosts 1, 2, 2 and 3
+    assert launched == dict.fromkeys(others, 2), launched
+    ranks = (r.params.lab_dir / "logs" / "mpiio.log").read_text()
+    assert "rank=2 seconds=" in ranks and f"dir={r.mounts[SLOW]}" in ranks
 
 
 def test_one_closed_incident_with_the_mpi_job_and_the_luns_fio_job(site) -> None:
