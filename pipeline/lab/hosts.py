@@ -12,9 +12,12 @@ the cluster nor the other hosts until the port is up again. A host's clock skew 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,8 +105,26 @@ class Hosts:
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
 
+    def kill_all(self) -> int:
+        """SIGKILL every process still in a host's network namespace (a worker an instance left
+        behind would keep the host's copy of the LUNs' mounts, and the loop devices, busy);
+        returns how many."""
+        killed = 0
+        for h in range(1, max(self.n, 8) + 1):
+            proc = subprocess.run(
+                ["ip", "netns", "pids", self.netns(h)], capture_output=True, text=True, check=False
+            )
+            for pid in (int(p) for p in proc.stdout.split() if p.isdigit()):
+                if pid != os.getpid():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                        killed += 1
+        return killed
+
     def teardown(self) -> None:
-        """Remove the hosts and the bridge (what exists of them); never raises."""
+        """Stop what runs in the hosts, remove them and the bridge (what exists of them);
+        never raises."""
+        self.kill_all()
         for h in range(1, max(self.n, 8) + 1):
             _ip("netns", "del", self.netns(h), check=False)
             _ip("link", "del", f"iolv{h}", check=False)

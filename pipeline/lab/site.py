@@ -187,6 +187,8 @@ class SiteLab(Lab):
                 self.procs[h] = None
                 if proc is not None:
                     stop_process(proc, 90)
+            if left := self.hosts.kill_all():
+                log.info("%s processes left in the hosts were killed", left)
 
     def _final_pass(self, cfg: Path, url: str) -> None:
         for h in range(1, self.p.hosts + 1):

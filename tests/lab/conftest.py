@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from elasticsearch import Elasticsearch
 
 from pipeline.lab import storage
 from pipeline.lab.darshan_build import DARSHAN_VERSION
+from pipeline.sink.embedded import stop_detached
 
 REQUIRE_ENV = "IOLENS_REQUIRE_LAB"
 VENDORED_TARBALL = (
@@ -68,3 +73,27 @@ def mpi_tools() -> None:
     for tool in ("mpicc", "mpiexec"):
         if shutil.which(tool) is None:
             unavailable(f"{tool} not on PATH (apt-get install mpich libmpich-dev)")
+
+
+def lab_docs(
+    client: Elasticsearch, index: str, *filters: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Every document of ``index`` that matches ``filters``, with its ``_id`` (fails when the
+    search did not return all of them)."""
+    client.indices.refresh(index=index)
+    resp = client.search(
+        index=index, query={"bool": {"filter": list(filters)}}, size=10000, track_total_hits=True
+    )
+    assert resp["hits"]["total"]["value"] == len(resp["hits"]["hits"])  # all of them
+    return [dict(h["_source"], _id=h["_id"]) for h in resp["hits"]["hits"]]
+
+
+@contextmanager
+def lab_client(url: str, lab_dir: Path) -> Iterator[Elasticsearch]:
+    """A client of a finished lab's cluster; the lab's embedded server is stopped afterwards."""
+    client = Elasticsearch(url, request_timeout=60)
+    try:
+        yield client
+    finally:
+        client.close()
+        stop_detached(lab_dir / "noida-db")

@@ -20,7 +20,8 @@ from elasticsearch import Elasticsearch
 
 from pipeline.lab.params import LabParams, LabResult
 from pipeline.lab.site import SiteLab
-from pipeline.sink.embedded import free_port, stop_detached
+from pipeline.sink.embedded import free_port
+from tests.lab.conftest import lab_client, lab_docs
 
 NS = "sitetest"
 SLOW = 5
@@ -49,22 +50,12 @@ def site(
         darshan_tarball=darshan_tarball,
     )
     result = SiteLab(params, say=lambda m: None).run()
-    client = Elasticsearch(result.url, request_timeout=60)
-    try:
+    with lab_client(result.url, root) as client:
         yield result, client
-    finally:
-        client.close()
-        stop_detached(root / "noida-db")
 
 
 def docs(client: Elasticsearch, stream: str, *filters: Mapping[str, Any]) -> list[dict[str, Any]]:
-    index = f"{stream}-{NS}"
-    client.indices.refresh(index=index)
-    resp = client.search(
-        index=index, query={"bool": {"filter": list(filters)}}, size=10000, track_total_hits=True
-    )
-    assert resp["hits"]["total"]["value"] == len(resp["hits"]["hits"])  # all of them
-    return [dict(h["_source"], _id=h["_id"]) for h in resp["hits"]["hits"]]
+    return lab_docs(client, f"{stream}-{NS}", *filters)
 
 
 def test_the_faults_happened_and_the_luns_are_spread_over_the_hosts(site) -> None:
