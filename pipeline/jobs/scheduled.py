@@ -9,18 +9,14 @@ process of a namespace runs it) and, once thresholds are trained, the incident j
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-from elasticsearch import ApiError, NotFoundError
 
 from pipeline.jobs.fio_latency import FioLatencyJob
 from pipeline.jobs.incident_job import IncidentJob
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.peer_job import PeerJob, load_thresholds
-from pipeline.jobs.peer_samples import epoch_s
 from pipeline.jobs.summary import RunSummary
 from pipeline.records import Document
 from pipeline.reducers.peer import Thresholds
@@ -30,10 +26,8 @@ from pipeline.sink.documents import DocContext
 from pipeline.sink.fenced import FencedWriter
 from pipeline.sink.lease import Lease
 from pipeline.sink.search import count as count_docs
-from pipeline.sink.search import delete_by_query, iter_hits, refresh, request_errors
+from pipeline.sink.search import delete_by_query, iter_hits, latest_per, refresh
 from pipeline.sink.state_store import JobState
-
-log = logging.getLogger(__name__)
 
 
 def _lease_ttl_s(settings: Settings) -> float:
@@ -52,43 +46,6 @@ def _thresholds(settings: Settings) -> tuple[Path, Thresholds | None]:
         return path, load_thresholds(path)
     except (ValueError, KeyError) as err:
         raise ConfigError(f"{path}: not a thresholds file ({err}); run iolens train") from None
-
-
-def latest_by_host(client: Client, index: str, since_s: float) -> dict[str, float]:
-    """Host -> the time (Unix s) of its latest document in ``index`` after ``since_s``: one
-    ``terms`` aggregation with a ``top_hits`` of one per host.
-
-    Raises:
-        ClusterUnavailable: the cluster cannot answer now.
-    """
-    aggs = {
-        "hosts": {
-            "terms": {"field": "host.name", "size": 10000},
-            "aggs": {
-                "last": {
-                    "top_hits": {
-                        "size": 1,
-                        "sort": [{"@timestamp": "desc"}],
-                        "_source": ["@timestamp"],
-                    }
-                }
-            },
-        }
-    }
-    query = {"range": {"@timestamp": {"gt": int(since_s * 1000), "format": "epoch_millis"}}}
-    with request_errors(f"search of {index}"):
-        try:
-            resp = client.search(index=index, query=query, aggs=aggs, size=0)
-        except NotFoundError:
-            return {}
-        except ApiError as err:  # a cluster without top_hits: the comparison does not wait
-            log.warning("%s: latest sample per server not known (%s); not waited for", index, err)
-            return {}
-    out: dict[str, float] = {}
-    for bucket in resp["aggregations"]["hosts"]["buckets"]:
-        [hit] = bucket["last"]["hits"]["hits"]
-        out[str(bucket["key"])] = epoch_s(hit["_source"]["@timestamp"])
-    return out
 
 
 class ScheduledJobs:
@@ -174,7 +131,7 @@ class ScheduledJobs:
             refresh=lambda index: refresh(client, index),
             sysstat_drops=any(d.type in ("sadf", "sadc") for d in settings.drops),
             thresholds_path=path,
-            latest=lambda index, since_s: latest_by_host(client, index, since_s),
+            latest=lambda index, since_s: latest_per(client, index, "host.name", since_s),
         )
 
     def release(self) -> None:

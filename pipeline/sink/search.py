@@ -6,11 +6,15 @@ A missing index reads as empty. Failures that say "try later" (no connection, ti
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
+
+log = logging.getLogger(__name__)
 
 
 class ClusterUnavailable(Exception):
@@ -122,6 +126,35 @@ def newest(client: Elasticsearch, index: str, field: str = "@timestamp") -> Any:
     except _Missing:
         return None
     return hits[0]["sort"][0] if hits else None
+
+
+def latest_per(client: Elasticsearch, index: str, field: str, since_s: float) -> dict[str, float]:
+    """Each value of the keyword ``field`` -> the ``@timestamp`` (Unix s) of its latest document
+    in ``index`` after ``since_s``: one ``terms`` aggregation with a ``top_hits`` of one per
+    value. Empty for a missing index, or a cluster that refuses the aggregation (said).
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
+    newest = {"size": 1, "sort": [{"@timestamp": "desc"}], "_source": ["@timestamp"]}
+    aggs = {
+        "by": {"terms": {"field": field, "size": 10000}, "aggs": {"last": {"top_hits": newest}}}
+    }
+    query = {"range": {"@timestamp": {"gt": int(since_s * 1000), "format": "epoch_millis"}}}
+    try:
+        with _request(f"search of {index}"):
+            resp = client.search(index=index, query=query, aggs=aggs, size=0)
+    except _Missing:
+        return {}
+    except ApiError as err:
+        log.warning("%s: the latest document per %s is not known (%s)", index, field, err)
+        return {}
+    out: dict[str, float] = {}
+    for bucket in resp["aggregations"]["by"]["buckets"]:
+        [hit] = bucket["last"]["hits"]["hits"]
+        iso = str(hit["_source"]["@timestamp"]).replace("Z", "+00:00")
+        out[str(bucket["key"])] = datetime.fromisoformat(iso).timestamp()
+    return out
 
 
 def count(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:

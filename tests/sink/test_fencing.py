@@ -265,3 +265,25 @@ def test_a_stale_incident_writer_leaves_the_later_generations_incident(
     [doc] = _stored(es_client, f"logs-iolens.incident-{ns}")
     assert doc["iolens"]["incident"]["status"] == "closed"
     assert doc["iolens"]["lease"] == new
+
+
+@pytest.mark.usefixtures("templates")
+def test_the_latest_sample_of_each_server_is_known(es_client: Elasticsearch) -> None:
+    """What the peer comparison waits on: each server's latest diskio sample after a time."""
+    from pipeline.records import DiskSample
+    from pipeline.sink.documents import diskio_document
+    from pipeline.sink.search import latest_per
+
+    ns = f"f{uuid.uuid4().hex[:8]}"
+    ctx = DocContext(ns, "t")
+    ends = {"srvA": [100.0, 101.0, 102.0], "srvB": [100.0], "srvC": [50.0]}
+    for host, times in ends.items():
+        for t in times:
+            s = DiskSample(host, "sdc", 1_800_000_000.0 + t, 1.0, 1, 4, 0, 0, 4, 0.1, 2.0, 5.0)
+            d = diskio_document(ctx, s, (), 1.0)
+            es_client.create(index=d.index, id=d.doc_id, document=dict(d.source))
+    index = f"metrics-sysstat.diskio-{ns}"
+    refresh(es_client, index)
+    found = latest_per(es_client, index, "host.name", 1_800_000_060.0)
+    assert found == {"srvA": 1_800_000_102.0, "srvB": 1_800_000_100.0}  # srvC: nothing since
+    assert latest_per(es_client, f"metrics-sysstat.diskio-{ns}x", "host.name", 0.0) == {}
