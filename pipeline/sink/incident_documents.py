@@ -18,6 +18,7 @@ from elasticsearch import ConflictError, Elasticsearch, NotFoundError
 
 from pipeline.reducers.incident import INCIDENT_DATASET, Incident
 from pipeline.sink.documents import DocContext, iso_ms, stream_name
+from pipeline.sink.fenced import generation_of
 from pipeline.sink.lease import LeaseLost
 from pipeline.sink.search import request_errors
 
@@ -135,8 +136,8 @@ def write_incidents(
 
 def _check_generation(ident: str, hit: Any, stamp: Mapping[str, Any]) -> None:
     """Raise LeaseLost when the stored incident ``hit`` has a later generation than ``stamp``."""
-    stored = hit["_source"].get("iolens", {}).get("lease", {}).get("generation", 0) if hit else 0
-    if int(stored) > int(stamp["generation"]):
+    stored = generation_of(hit["_source"]) if hit else 0
+    if stored > int(stamp["generation"]):
         raise LeaseLost(f"incident {ident} was written by generation {stored}")
 
 
