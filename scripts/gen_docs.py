@@ -199,8 +199,9 @@ def configuration_page() -> str:
         f"{schema['description']} The file is YAML (`--config FILE`, else the file "
         "`$IOLENS_CONFIG` names, else `config/pipeline.yaml` in the current directory when "
         "present); `iolens config example` prints every key with its default. Unknown or "
-        "misspelt keys are errors that name the key. Lists of objects are written "
-        "`key[].field`.\n\n",
+        "misspelt keys are errors that name the key, with the key of the same section it "
+        "probably meant (`peer.downsampel_s: Extra inputs are not permitted; did you mean "
+        "'downsample_s'?`). Lists of objects are written `key[].field`.\n\n",
     ]
     head = "| key | type | default | description |\n|---|---|---|---|\n"
     for key, prop in schema["properties"].items():

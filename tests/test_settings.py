@@ -34,6 +34,50 @@ def test_unknown_key_is_named() -> None:
     assert "fio.interval: Extra inputs are not permitted" in str(err.value)
 
 
+def test_misspelt_key_gets_the_key_it_probably_meant(tmp_path: Path) -> None:
+    config = tmp_path / "pipeline.yaml"
+    config.write_text("peer:\n  downsampel_s: 15\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(config, env={})
+    assert str(err.value) == (
+        f"{config}: invalid configuration\n"
+        "  peer.downsampel_s: Extra inputs are not permitted; did you mean 'downsample_s'?"
+    )
+
+
+def test_misspelt_nested_keys_are_matched_in_their_own_section(tmp_path: Path) -> None:
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(
+        "drops:\n"
+        "  - {type: events, path: /var/spool/events, shema: http_server, patern: '*.jsonl'}\n"
+        "incident:\n"
+        "  sla: {percentil: 99, under_s: 5}\n"
+        "elasticsearh: {url: 'http://localhost:9200'}\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_settings(config, env={})
+    assert str(err.value).splitlines()[1:] == [
+        # a drop's key is "schema" (the alias of schema_file); the sla's own keys, not the top
+        "  drops.0.shema: Extra inputs are not permitted; did you mean 'schema'?",
+        "  drops.0.patern: Extra inputs are not permitted; did you mean 'pattern'?",
+        "  incident.sla.percentile: Field required",
+        "  incident.sla.percentil: Extra inputs are not permitted; did you mean 'percentile'?",
+        "  elasticsearh: Extra inputs are not permitted; did you mean 'elasticsearch'?",
+    ]
+
+
+def test_unknown_key_without_a_close_match_gets_no_suggestion() -> None:
+    with pytest.raises(ConfigError) as err:
+        settings_from_mapping({"peer": {"colour": "red"}, "verbose": True}, env={})
+    assert str(err.value).splitlines()[1:] == [
+        "  peer.colour: Extra inputs are not permitted; peer has no such key "
+        "(iolens config example prints every key)",
+        "  verbose: Extra inputs are not permitted; the top level has no such key "
+        "(iolens config example prints every key)",
+    ]
+    assert "did you mean" not in str(err.value)
+
+
 def test_bad_value_is_named() -> None:
     with pytest.raises(ConfigError) as err:
         settings_from_mapping({"fio": {"interval_ms": 0, "percentiles": [50, 100]}}, env={})

@@ -3,13 +3,15 @@ overrides, validated into :class:`~pipeline.settings.model.Settings`; and its JS
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping
+import types
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pipeline.errors import ConfigError
 from pipeline.settings.model import Settings
@@ -32,8 +34,76 @@ def _describe(err: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid configuration"]
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        lines.append(f"  {key}: {e['msg']}")
+        hint = unknown_key_hint(e["loc"]) if e["type"] == "extra_forbidden" else ""
+        lines.append(f"  {key}: {e['msg']}{hint}")
     return "\n".join(lines)
+
+
+def unknown_key_hint(loc: Sequence[int | str], model: type[BaseModel] = Settings) -> str:
+    """What to add to pydantic's "Extra inputs are not permitted" for the unknown key at
+    ``loc`` (its path from the top of ``model``, as in a validation error's ``loc``).
+
+    Returns:
+        ``"; did you mean 'downsample_s'?"`` with the key of the same section closest to the
+        unknown one (``difflib.get_close_matches``, the default cutoff 0.6, aliases such as a
+        drop's ``schema`` included); ``"; <section> has no such key (iolens config example
+        prints every key)"`` when none is close; ``""`` when ``loc`` leads to no section of
+        ``model``.
+    """
+    *parents, bad = loc
+    keys = _section_keys(model, parents)
+    if keys is None:
+        return ""
+    close = difflib.get_close_matches(str(bad), keys, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    where = ".".join(str(p) for p in parents) or "the top level"
+    return f"; {where} has no such key (iolens config example prints every key)"
+
+
+def _section_keys(model: type[BaseModel], path: Sequence[int | str]) -> list[str] | None:
+    """The keys the section at ``path`` under ``model`` accepts (a field's alias, and its
+    name where the section takes names too); None when ``path`` leads to no section."""
+    tp: Any = model
+    for part in path:
+        tp = _child_type(tp, part)
+    tp = _single(tp)
+    if not (isinstance(tp, type) and issubclass(tp, BaseModel)):
+        return None
+    by_name = bool(tp.model_config.get("populate_by_name"))
+    keys: list[str] = []
+    for name, f in tp.model_fields.items():
+        if f.alias:
+            keys.append(f.alias)
+        if by_name or not f.alias:
+            keys.append(name)
+    return keys
+
+
+def _child_type(tp: Any, part: int | str) -> Any:
+    """The type of item ``part`` of a value of type ``tp``: a section's field, a list's item,
+    a mapping's value; None when there is none."""
+    tp = _single(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        for name, f in tp.model_fields.items():
+            if part in (name, f.alias):
+                return f.annotation
+        return None
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (tuple, list, Sequence) and isinstance(part, int) and args:
+        return args[0]
+    if origin in (dict, Mapping) and len(args) == 2:
+        return args[1]
+    return None
+
+
+def _single(tp: Any) -> Any:
+    """``X`` of ``X | None``; None for a union of several types (which one is meant is not
+    known)."""
+    if get_origin(tp) in (Union, types.UnionType):
+        kinds = [a for a in get_args(tp) if a is not type(None)]
+        return kinds[0] if len(kinds) == 1 else None
+    return tp
 
 
 def settings_from_mapping(
