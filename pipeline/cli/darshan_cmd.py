@@ -8,7 +8,8 @@ the Drishti-style insights. With ``--cluster`` the diagnosis also uses what the 
 for the job's run: its Slurm node count, the LMT load of its OSTs and peer-comparison results.
 
 ``iolens darshan stats [--start T] [--end T] [--json]`` prints the seed's first-order
-statistics (III-C..E) over the ``logs-darshan.job`` documents indexed in that time range.
+statistics (III-C..E) over the ``logs-darshan.job`` documents indexed in that time range; when
+none is, what it searched (data stream, period, filters) and what the data stream holds.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pipeline.report.darshan_diagnosis import diagnosis_dict, format_diagnosis
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
+    import pandas as pd  # type: ignore[import-untyped]
+
     from pipeline.shippers.darshan_tail import DarshanPool
 
 
@@ -111,20 +114,63 @@ def _diagnose_one(
 
 def _stats(args: argparse.Namespace) -> int:
     from pipeline.query import IOMiner
-    from pipeline.report.darshan_stats import first_order, format_text
+    from pipeline.report.darshan_stats import first_order, format_text, searched
 
     settings = settings_from_args(args)
+    start, end = _period(args.start, args.end)
     with Cluster(settings) as cluster:
         miner = IOMiner(cluster.client, namespace=settings.elasticsearch.namespace)
-        if args.start or args.end:
-            miner.init_stores(args.start, args.end)
+        if start is not None or end is not None:
+            miner.init_stores(start or EARLIEST, end or LATEST)
         jobs = miner.load("darshan job").df
-    stats = first_order(jobs, args.top)
+        stats = first_order(jobs, args.top)
+        if not stats["jobs"]:
+            stats["searched"] = searched(cluster.client, miner.index("darshan job"), start, end)
     if args.json:
         sys.stdout.write(json.dumps(stats) + "\n")
     else:
         sys.stdout.write(format_text(stats))
     return 0
+
+
+EARLIEST = "1970-01-01T00:00:00Z"
+"""The start searched with ``--end`` alone."""
+LATEST = "9999-12-31T23:59:59Z"
+"""The end searched with ``--start`` alone."""
+
+
+def _period(start: str | None, end: str | None) -> tuple[pd.Timestamp | None, pd.Timestamp | None]:
+    """``--start`` and ``--end`` as UTC timestamps (None where not given; see
+    :func:`_time_option`).
+
+    Raises:
+        ConfigError: a time that cannot be read, or an end not after the start.
+    """
+    lo, hi = _time_option("--start", start), _time_option("--end", end)
+    if lo is not None and hi is not None and hi <= lo:
+        raise ConfigError(f"--end {end!r} is not after --start {start!r}")
+    return lo, hi
+
+
+def _time_option(option: str, text: str | None) -> pd.Timestamp | None:
+    """The time ``option`` gives: ISO 8601 (UTC unless it has an offset), else epoch seconds.
+
+    Raises:
+        ConfigError: neither.
+    """
+    from pipeline.query.miner import to_timestamp
+
+    if not text:
+        return None
+    try:
+        return to_timestamp(text)
+    except ValueError as err:
+        try:
+            return to_timestamp(float(text))
+        except (ValueError, OverflowError):
+            raise ConfigError(
+                f"{option} {text!r}: not an ISO 8601 time or epoch seconds ({err})"
+            ) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,15 +12,20 @@
 
 Input is the ``darshan job`` table of :mod:`pipeline.query` (columns ``exe``, ``bytes_read``,
 ``bytes_written``, ``seq_ratio``, ``read_ratio``, ``pattern``, ``nprocs``, ``size_class``,
-``interfaces``, ``interface``, ``no_io``).
+``interfaces``, ``interface``, ``no_io``). When no job matched, :func:`searched` says what was
+searched (the data stream, the period, the filters) and what the data stream holds.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
+from elasticsearch import Elasticsearch
+
+from pipeline.sink.search import count, newest, oldest
 
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 SIZE_ORDER = ("One", "Small", "Medium", "Large")
@@ -143,10 +148,88 @@ def interfaces_by_size(io: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return by_size
 
 
+def searched(
+    client: Elasticsearch, index: str, start: pd.Timestamp | None, end: pd.Timestamp | None
+) -> dict[str, Any]:
+    """What a search for jobs that found none covered, and what ``index`` holds.
+
+    Args:
+        client: the cluster's client.
+        index: the job table's data stream (``logs-darshan.job-<namespace>``).
+        start, end: the period searched, ``start <= @timestamp < end`` (the job start), UTC;
+            None: unbounded on that side.
+
+    Returns:
+        ``{"data_stream": index, "field": "@timestamp", "start": ISO or None, "end": ISO or
+        None, "filters": [] (no filter besides the period), "indexed_jobs": jobs in the data
+        stream at any time (0 when it does not exist), "first_start"/"last_start": the
+        earliest/latest ``@timestamp`` there (ISO, None without jobs)}``.
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
+    indexed = count(client, index, {"match_all": {}})
+    first = oldest(client, index) if indexed else None
+    last = newest(client, index) if indexed else None
+    return {
+        "data_stream": index,
+        "field": "@timestamp",
+        "start": None if start is None else _iso(start),
+        "end": None if end is None else _iso(end),
+        "filters": [],
+        "indexed_jobs": indexed,
+        "first_start": None if first is None else _iso(_from_sort(first)),
+        "last_start": None if last is None else _iso(_from_sort(last)),
+    }
+
+
+def _from_sort(value: Any) -> pd.Timestamp:
+    """A date's sort value (epoch ms, or an ISO string) as a UTC timestamp."""
+    if isinstance(value, int | float):
+        return pd.Timestamp(datetime.fromtimestamp(value / 1000, tz=UTC))
+    return pd.Timestamp(value).tz_convert("UTC")
+
+
+def _iso(ts: pd.Timestamp) -> str:
+    """``2018-01-28T00:00:00.000Z``."""
+    return str(ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
+
+
+def format_searched(where: dict[str, Any]) -> list[str]:
+    """The lines that say what a search that found no job covered (see :func:`searched`)."""
+    start, end = where["start"], where["end"]
+    if start is None and end is None:
+        period = "at any time (no --start or --end)"
+    else:
+        period = " ".join(
+            [f"from {start} (--start)" if start else "", f"before {end} (--end)" if end else ""]
+        ).strip()
+    lines = [
+        f"no job matched: searched data stream {where['data_stream']} for jobs whose "
+        f"{where['field']} (the job's start) is {period}, with no other filter"
+    ]
+    n = where["indexed_jobs"]
+    if n:
+        lines.append(
+            f"{where['data_stream']} holds {n} job(s) starting from {where['first_start']} to "
+            f"{where['last_start']}: give --start/--end around them"
+        )
+    else:
+        lines.append(
+            f"{where['data_stream']} holds no job: index Darshan logs first (a darshan drop "
+            "read by iolens run, or iolens ingest --type darshan LOG...), or check "
+            "elasticsearch.namespace (the data stream's last part)"
+        )
+    return lines
+
+
 def format_text(stats: dict[str, Any]) -> str:
-    """The statistics as the text ``iolens darshan stats`` prints."""
+    """The statistics as the text ``iolens darshan stats`` prints; with no job and
+    ``stats["searched"]`` (:func:`searched`), what was searched instead of empty sections."""
     gib = 2**30
     lines = [f"jobs: {stats['jobs']} ({stats['jobs_with_io']} with I/O)"]
+    if not stats["jobs"] and "searched" in stats:
+        return "\n".join([*lines, *format_searched(stats["searched"])]) + "\n"
     for key, what in (("top_read", "read"), ("top_write", "written")):
         lines.append(f"\ntop applications by bytes {what}:")
         for r in stats[key]:

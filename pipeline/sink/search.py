@@ -115,14 +115,30 @@ def refresh(client: Elasticsearch, index: str) -> None:
 
 
 def newest(client: Elasticsearch, index: str, field: str = "@timestamp") -> Any:
-    """The largest value of ``field`` in ``index`` (None when it holds no document).
+    """The largest value of ``field`` in ``index`` (None when it holds no document); a date
+    as its sort value, epoch ms.
 
     Raises:
         ClusterUnavailable: the cluster cannot answer now.
     """
+    return _first(client, index, field, "desc")
+
+
+def oldest(client: Elasticsearch, index: str, field: str = "@timestamp") -> Any:
+    """The smallest value of ``field`` in ``index`` (None when it holds no document); a date
+    as its sort value, epoch ms.
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+    """
+    return _first(client, index, field, "asc")
+
+
+def _first(client: Elasticsearch, index: str, field: str, order: str) -> Any:
+    """The first sort value of ``field`` in ``index`` in ``order`` (None: no document)."""
     try:
         with _request(f"search of {index}"):
-            hits = _page(client, index, {"match_all": {}}, [{field: "desc"}], [field], 1, None)
+            hits = _page(client, index, {"match_all": {}}, [{field: order}], [field], 1, None)
     except _Missing:
         return None
     return hits[0]["sort"][0] if hits else None

@@ -133,3 +133,65 @@ def test_ingest_takes_darshan_logs_and_lmt_exports(
         client.close()
     assert main([*base, "--type", "lmt", "--tz", "Mars/Olympus", str(lmt)]) == 2
     assert "--tz: Value error, unknown time zone 'Mars/Olympus'" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_stats_that_match_no_job_say_what_they_searched(
+    es_url: str, tmp_path: Path, darshan_inputs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns = f"sn{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "iolens.yaml"
+    config.write_text(f"elasticsearch: {{namespace: {ns}}}\nstate_dir: {tmp_path / 'state'}\n")
+    base = ["--config", str(config), "--es-url", es_url]
+    stream = f"logs-darshan.job-{ns}"
+    # nothing indexed in the namespace yet
+    assert main([*base, "darshan", "stats"]) == 0
+    assert capsys.readouterr().out == (
+        "jobs: 0 (0 with I/O)\n"
+        f"no job matched: searched data stream {stream} for jobs whose @timestamp (the job's "
+        "start) is at any time (no --start or --end), with no other filter\n"
+        f"{stream} holds no job: index Darshan logs first (a darshan drop read by iolens run, "
+        "or iolens ingest --type darshan LOG...), or check elasticsearch.namespace (the data "
+        "stream's last part)\n"
+    )
+    log = darshan_inputs / "sample-goodost.darshan"
+    assert main([*base, "ingest", "--type", "darshan", str(log)]) == 0
+    client = Elasticsearch(es_url)
+    client.indices.refresh(index=stream)
+    client.close()
+    capsys.readouterr()
+    # the job started before 2030: a period after it finds nothing
+    assert main([*base, "darshan", "stats", "--start", "2030-01-01", "--end", "1924992000"]) == 0
+    assert capsys.readouterr().out == (
+        "jobs: 0 (0 with I/O)\n"
+        f"no job matched: searched data stream {stream} for jobs whose @timestamp (the job's "
+        "start) is from 2030-01-01T00:00:00.000Z (--start) before 2031-01-01T00:00:00.000Z "
+        "(--end), with no other filter\n"
+        f"{stream} holds 1 job(s) starting from 2017-08-04T23:27:52.000Z to "
+        "2017-08-04T23:27:52.000Z: give --start/--end around them\n"
+    )
+    # --start alone (searched up to any time), as JSON
+    assert main([*base, "darshan", "stats", "--json", "--start", "2017-08-05T02:00:00+02:00"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["jobs"], stats["searched"]) == (
+        0,
+        {
+            "data_stream": stream,
+            "field": "@timestamp",
+            "start": "2017-08-05T00:00:00.000Z",
+            "end": None,
+            "filters": [],
+            "indexed_jobs": 1,
+            "first_start": "2017-08-04T23:27:52.000Z",
+            "last_start": "2017-08-04T23:27:52.000Z",
+        },
+    )
+    # a period that holds the job: statistics, nothing about the search
+    assert main([*base, "darshan", "stats", "--json", "--end", "2017-08-05"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["jobs"] == 1 and "searched" not in stats
+    assert main([*base, "darshan", "stats", "--start", "yesterday"]) == 2
+    assert capsys.readouterr().err.endswith(
+        " ERROR iolens: --start 'yesterday': not an ISO 8601 time or epoch seconds (Unknown "
+        "datetime string format, unable to parse: yesterday)\n"
+    )
