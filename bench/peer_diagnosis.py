@@ -202,8 +202,8 @@ def stage_ingest(root: Path) -> dict[str, Any]:
 
 
 def recording(root: Path) -> Any:
-    from pipeline.jobs.peer_diagnosis import Recording
     from pipeline.jobs.peer_fast import Downsampled, by_lun
+    from pipeline.jobs.peer_recording import Recording
 
     d = root / "downsampled"
     ds = Downsampled(

@@ -69,7 +69,8 @@ def add_parser(sub: Subparsers, name: str) -> None:
 def train_thresholds(settings: Settings, console: Console) -> None:
     """Peer thresholds trained on the fault-free recording, unless the file is there already."""
     from pipeline.cli.peer_options import params_of
-    from pipeline.jobs.peer_diagnosis import load, train
+    from pipeline.jobs.peer_diagnosis import train
+    from pipeline.jobs.peer_recording import load
 
     peer = settings.peer
     path = Path(peer.thresholds_file or Path(settings.state_dir) / "thresholds.json")

@@ -20,8 +20,9 @@ from pipeline.cli.peer_options import add_peer_options, params_of, parse_time, p
 from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.cli.train_cmd import thresholds_path
 from pipeline.errors import ConfigError
-from pipeline.jobs.peer_diagnosis import diagnose, load, train
+from pipeline.jobs.peer_diagnosis import diagnose, train
 from pipeline.jobs.peer_groups import PeerGroups
+from pipeline.jobs.peer_recording import load
 from pipeline.reducers.peer import Thresholds, WindowResult
 from pipeline.reducers.persistence import Persistence, hourly_rows, qualified_name
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from pipeline.cli.common import settings_from_args
 from pipeline.cli.peer_options import add_peer_options, params_of, parse_time, peer_settings
 from pipeline.cli.subcommand import Subparsers
-from pipeline.jobs.peer_diagnosis import load, train
+from pipeline.jobs.peer_diagnosis import train
 from pipeline.jobs.peer_groups import PeerGroups
+from pipeline.jobs.peer_recording import load
 
 
 def add_parser(sub: Subparsers, name: str) -> None:

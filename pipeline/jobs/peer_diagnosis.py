@@ -1,7 +1,7 @@
 """Offline peer diagnosis of LUNs from sysstat recordings (seed 001): files -> ranked LUNs.
 
-Steps: read each file (sadc binary through ``sadf``, or ``sadf -d`` CSV / ``sadf -j`` JSON),
-downsample every host x device exactly to ``downsample_s`` (cumulative sums), put LUNs in peer
+Steps: read each file and downsample every host x device exactly to ``downsample_s``
+(:mod:`pipeline.jobs.peer_recording`), put LUNs in peer
 groups, line each group up on the common time grid, compare peers per window
 (:mod:`pipeline.reducers.peer` lists the stages) and order LUNs by persistence
 (:mod:`pipeline.reducers.persistence`).
@@ -11,27 +11,19 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from pipeline.errors import ConfigError
-from pipeline.jobs.peer_fast import downsample_files
 from pipeline.jobs.peer_groups import PeerGroups, as_groups
-from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import parse_sadf_csv
-from pipeline.parsers.sysstat_columns import Unsupported
-from pipeline.parsers.sysstat_json import parse_sadf_json
-from pipeline.records import DiskSample, RestartMark
-from pipeline.reducers.downsample import downsample
-from pipeline.reducers.downsample_columns import SampleColumns, by_lun
+from pipeline.jobs.peer_recording import Recording, coarsened, shortfall
+from pipeline.records import DiskSample
+from pipeline.reducers.downsample_columns import SampleColumns
 from pipeline.reducers.peer_flags import WindowResult, detect
 from pipeline.reducers.peer_params import PeerParams, PeerSeries
 from pipeline.reducers.peer_thresholds import Thresholds
 from pipeline.reducers.peer_thresholds import train_thresholds as train_series
-from pipeline.shippers.sadc import convert_sadc
 
 log = logging.getLogger(__name__)
 
@@ -69,74 +61,10 @@ def metric_field(name: str) -> tuple[str, float]:
         raise ConfigError(f"unknown metric {name!r}; use one of {', '.join(METRICS)}") from None
 
 
-def read_samples(path: Path) -> tuple[list[DiskSample | RestartMark], list[ParseError]]:
-    """Every disk sample of one recording, and the bad lines (which are skipped).
-
-    A file whose first byte is ``{`` is ``sadf -j`` JSON, one that starts with ``#`` or a
-    hostname line is ``sadf -d`` CSV; anything else is a sadc binary file converted with
-    ``sadf`` (on the recording host: binary files hold device numbers, not names).
-    """
-    data = path.read_bytes()
-    head = data[:1]
-    if head == b"{":
-        parsed = list(parse_sadf_json(data, str(path)))
-    elif head == b"#" or (data[:4096].isascii() and b";" in data[:4096]):
-        parsed = list(parse_sadf_csv(data.splitlines(), str(path)))
-    else:
-        parsed = list(parse_sadf_csv(convert_sadc(path).splitlines(), str(path)))
-    good = [r for r in parsed if not isinstance(r, ParseError)]
-    bad = [r for r in parsed if isinstance(r, ParseError)]
-    return good, bad
-
-
 def group_of(host: str, device: str, groups: Mapping[str, str] | PeerGroups) -> str:
     """Peer group of a LUN (:mod:`pipeline.jobs.peer_groups`): ``groups`` assigns it, or is a
     mapping of ``"host:device"`` globs to group names (first match wins, else the host)."""
     return as_groups(groups).of(host, device)
-
-
-@dataclass(frozen=True)
-class Recording:
-    """Downsampled samples of several files, by LUN (``host/device``)."""
-
-    samples: Mapping[str, Sequence[DiskSample]]
-    interval_s: float
-    bad_lines: int
-
-
-def load(paths: Iterable[Path], interval_s: float) -> Recording:
-    """Read and downsample every file; full intervals only (a partial interval cut by a restart
-    or a gap is left out of peer comparison).
-
-    ``sadf -d`` CSV files go through the columnar reader (:mod:`pipeline.jobs.peer_fast`), which
-    gives the same samples without a Python object per line; when it does not take a file (JSON,
-    sadc binary, a bad line, ...), every file is read line by line (:func:`load_lines`).
-    """
-    paths = list(paths)
-    try:
-        ds = downsample_files(paths, interval_s)
-    except Unsupported as err:
-        log.info("line-by-line reading: %s", err)
-        return load_lines(paths, interval_s)
-    return Recording(by_lun(ds, interval_s), interval_s, 0)
-
-
-def load_lines(paths: Iterable[Path], interval_s: float) -> Recording:
-    """:func:`load` through the per-line parsers and the streaming downsampler."""
-    records: list[DiskSample | RestartMark] = []
-    bad = 0
-    for p in paths:
-        good, errors = read_samples(p)
-        for err in errors[:5]:
-            log.warning("%s (skipped)", err)
-        bad += len(errors)
-        records += good
-    records.sort(key=lambda r: r.end_s)
-    by_lun: dict[str, list[DiskSample]] = defaultdict(list)
-    for s in downsample(records, interval_s):
-        if abs(s.interval_s - interval_s) <= 1e-6 * interval_s:
-            by_lun[f"{s.host}/{s.device}"].append(s)
-    return Recording(by_lun, interval_s, bad)
 
 
 def series(
@@ -155,13 +83,8 @@ def series(
     of fewer than 3 LUNs are skipped with a warning.
     """
     field, scale = metric_field(metric)
-    groups = as_groups(groups)
-    members: dict[str, list[str]] = defaultdict(list)
-    for lun in rec.samples:
-        host, device = lun.split("/", 1)
-        members[group_of(host, device, groups)].append(lun)
     out = []
-    for group, luns in sorted(members.items()):
+    for group, luns in sorted(members_of(rec, groups).items()):
         if len(luns) < 3:
             log.warning(
                 "peer group %s has %s LUN(s) (%s); at least 3 are needed: not compared",
@@ -170,24 +93,38 @@ def series(
                 ", ".join(sorted(luns)),
             )
             continue
-        luns.sort()
-        block = _block(rec, luns, field, scale, since_s, until_s)
+        block = _block(rec, luns, group, field, scale, since_s, until_s)
         if block is None:
             continue
         out.append(PeerSeries(group, metric, tuple(luns), *block))
     return out
 
 
+def members_of(rec: Recording, groups: Mapping[str, str] | PeerGroups) -> dict[str, list[str]]:
+    """The LUNs of the recording by peer group, sorted."""
+    groups = as_groups(groups)
+    members: dict[str, list[str]] = defaultdict(list)
+    for lun in sorted(rec.samples):
+        host, device = lun.split("/", 1)
+        members[group_of(host, device, groups)].append(lun)
+    return members
+
+
 def _block(
     rec: Recording,
     luns: Sequence[str],
+    group: str,
     field: str,
     scale: float,
     since_s: float | None,
     until_s: float | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(times, values, present)`` of a group on its grid, or None without a time in range;
-    ``present`` is False (and the value 0) where a LUN has no sample at a grid time."""
+    ``present`` is False (and the value 0) where a LUN has no sample at a grid time; LUNs at
+    different intervals are compared at the coarsest (:func:`coarsened`)."""
+    if len({rec.interval_of(lun) for lun in luns}) > 1:
+        mixed = coarsened(rec, luns, group)
+        return _sample_block([mixed[lun] for lun in luns], field, scale, since_s, until_s)
     columns = [rec.samples[lun] for lun in luns]
     if all(isinstance(c, SampleColumns) for c in columns):
         return _columnar_block(
@@ -263,11 +200,14 @@ def train(
     groups = as_groups(groups)
     all_series = [s for m in metrics for s in series(rec, m, groups, until_s=until_s)]
     if not all_series:
-        raise ConfigError("no peer group of at least 3 LUNs in the training data")
+        raise ConfigError(
+            f"cannot train thresholds: {shortfall(rec, members_of(rec, groups), params)}"
+        )
     try:
         return train_series(all_series, params)
     except ValueError as err:
-        raise ConfigError(f"cannot train thresholds: {err}") from None
+        why = shortfall(rec, members_of(rec, groups), params)
+        raise ConfigError(f"cannot train thresholds: {err}; {why}") from None
 
 
 def diagnose(

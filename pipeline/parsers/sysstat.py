@@ -223,6 +223,11 @@ def _marker_row(
     raise ParseError(path, line_no, f"interval -1 but neither LINUX-RESTART nor COM: {text!r}")
 
 
+MARKER_LAYOUT = SadfHeader("", len(KEY_COLUMNS), (0, 1, 2, 3), ())
+"""Where the key columns of a ``LINUX-RESTART`` or ``COM`` row sit: sadf prints them in the order
+of :data:`KEY_COLUMNS` in every version, header or not."""
+
+
 class SadfCsvParser(HeaderedLines[SadfHeader, SysstatRecord]):
     """Parses ``sadf -d -- -d`` lines chunk by chunk, remembering the current block's header.
 
@@ -230,7 +235,8 @@ class SadfCsvParser(HeaderedLines[SadfHeader, SysstatRecord]):
     an earlier chunk: :attr:`header_line` is that header's text (persist it with the offset and
     pass it back to resume). ``#`` lines set the header for the rows after them; the rows of a
     block whose header lacks the disk columns are skipped (the header yields the one error for
-    them); ``COM`` rows carry no statistics and yield nothing. The only state is that header;
+    them); ``COM`` rows carry no statistics and yield nothing. Restart and comment rows may come
+    before the first header (sadf prints a boot record first). The only state is that header;
     no I/O.
 
     Args:
@@ -239,6 +245,18 @@ class SadfCsvParser(HeaderedLines[SadfHeader, SysstatRecord]):
     """
 
     no_header = "row before any '# hostname;interval;...' header line"
+
+    def parse_headless(self, line: str, line_no: int) -> SysstatRecord | None:
+        """A row before the first header: sadf prints a file's leading ``LINUX-RESTART`` (a file
+        sadc started at boot, as ``sa1 --boot`` does) or ``COM`` row before it.
+
+        Raises:
+            ParseError: any other row (:attr:`no_header`).
+        """
+        fields = line.split(";")
+        if len(fields) >= len(KEY_COLUMNS) and fields[1].strip() == "-1":
+            return _marker_row(fields, MARKER_LAYOUT, self.path, line_no)
+        raise ParseError(self.path, line_no, self.no_header)
 
     def is_header(self, line: str) -> bool:
         """sadf's header lines start with ``#``."""

@@ -12,9 +12,11 @@ the per-line parser gives. Input, as ``sadf -d [-U] FILE -- -d -p`` prints it
 
 Timestamps are interval ends, UTC (``YYYY-MM-DD HH:MM:SS UTC``, or Unix seconds with ``-U``).
 Restart rows are not rows of their own: each data row carries its host's restart count
-(:attr:`Rows.epoch`). Anything this reader does not take exactly as the per-line path would -- a
-JSON, XML or binary file, a second header that differs from the first, a bad line, a host going
-back in time -- raises :class:`Unsupported`; the caller then uses the per-line path.
+(:attr:`Rows.epoch`); the restart and comment rows sadf prints before a file's first header (a
+file sadc started at boot) are read too. Anything this reader does not take exactly as the
+per-line path would -- a JSON, XML or binary file, a second header that differs from the
+first, a bad line, a host going back in time -- raises :class:`Unsupported`; the caller then
+uses the per-line path.
 """
 
 from __future__ import annotations
@@ -24,17 +26,18 @@ import io
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import SadfHeader
+from pipeline.parsers.sysstat import SadfCsvParser, SadfHeader
 from pipeline.parsers.sysstat_values import COMMENT, RESTART
-from pipeline.records import DISK_METRICS
+from pipeline.records import DISK_METRICS, RestartMark
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -146,10 +149,7 @@ class Reader:
             Unsupported: see the module docstring.
         """
         with path.open("rb") as f:
-            head = f.read(1)
-            if head != b"#":
-                raise Unsupported(f"{path}: does not start with a sadf -d '#' header")
-            first = head + f.readline()
+            first = self._leading_marks(f, path)
             line = first.decode("utf-8", "replace").rstrip("\r\n")
             try:
                 header = SadfHeader.parse(line, str(path), 1)
@@ -168,6 +168,38 @@ class Reader:
                 yield self.parse_block(block, first.rstrip(b"\r\n"), header, path)
             if rest.strip():
                 yield self.parse_block(rest, first.rstrip(b"\r\n"), header, path)
+
+    def _leading_marks(self, f: BinaryIO, path: Path) -> bytes:
+        """Take the ``LINUX-RESTART`` and ``COM`` rows sadf prints before a file's first header
+        (a file sadc started at boot, as ``sa1 --boot`` does) and return that header line.
+
+        Raises:
+            Unsupported: the file does not start with such rows and a ``#`` header.
+        """
+        parser = SadfCsvParser(str(path))
+        for line_no in count(1):
+            line = f.readline(1 << 16)
+            if line.startswith(b"#"):
+                return line
+            if not line or not line.endswith(b"\n"):
+                break
+            for rec in parser.feed([line], line_no):
+                if not isinstance(rec, RestartMark):
+                    raise Unsupported(f"{path}: line {line_no} is not a sadf -d header or restart")
+                self.restart(rec.host, rec.end_s, path)
+        raise Unsupported(f"{path}: no sadf -d '#' header line")
+
+    def restart(self, host: str, end_s: float, path: Path) -> None:
+        """Count a restart of ``host`` at ``end_s`` (Unix s) read outside a block.
+
+        Raises:
+            Unsupported: it is earlier than the host's last record.
+        """
+        hid = self.host_id(host)
+        if end_s < self._last_end[hid]:
+            raise Unsupported(f"{path}: a host's records go back in time (not streamable)")
+        self._restarts[hid] += 1
+        self._last_end[hid] = end_s
 
     def parse_block(self, block: bytes, first: bytes, header: SadfHeader, path: Path) -> Rows:
         """Rows of complete lines; restart rows update the hosts' restart counts.

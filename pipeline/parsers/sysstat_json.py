@@ -9,10 +9,11 @@ One disk object of a ``statistics`` entry (verbatim from a real sadc file of a 2
               "await": 1.78, "util-percent": 7.60}]
 
 The kB keys (``rkB``, which is a rate despite its name) are read, falling back to the sector
-keys halved (sector = 512 B). Timestamps are interval ends; ``utc`` must be 1
-(:mod:`pipeline.parsers.sysstat_values`). Restarts are listed apart from the statistics and are
-put back in time order. Pure: bad parts become :class:`~pipeline.parsers.errors.ParseError`
-values whose reason holds a JSON path like ``hosts[0].statistics[3].disk[1]``.
+keys halved (sector = 512 B). Timestamps are interval ends, in UTC: ``"utc": 1`` before
+sysstat 12.7.1, ``"tz": "UTC"`` since (:func:`_json_time`). Restarts are listed apart from the
+statistics and are put back in time order. Pure: bad parts become
+:class:`~pipeline.parsers.errors.ParseError` values whose reason holds a JSON path like
+``hosts[0].statistics[3].disk[1]``.
 """
 
 from __future__ import annotations
@@ -46,15 +47,46 @@ JSON_METRICS: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = (
 unit), preferred first."""
 
 
+UTC_ZONES = frozenset({"UTC", "GMT", "UCT", "Etc/UTC"})
+"""``tz`` values of a ``sadf -j`` timestamp that are UTC: sadf 12.7.1+ prints ``"UTC"`` unless
+``-T``/``-t`` asked for local time (then the zone's abbreviation, which may still be one of
+these when the host itself runs in UTC)."""
+
+
 def _json_time(stamp: Any, where: str, path: str) -> float:
+    """Unix seconds of a ``sadf -j`` timestamp or boot object.
+
+    Two forms exist (reference/sysstat.md 1.5): sysstat before 12.7.1 prints ``"utc": 1`` for
+    UTC and ``"utc": 0`` with ``-T``/``-t``; 12.7.1 and later print ``"tz": "UTC"`` for UTC and
+    the zone's abbreviation (``"CET"``) with ``-T``/``-t``.
+
+    Raises:
+        ParseError: not an object, local time (either form), or neither key.
+    """
     if not isinstance(stamp, Mapping):
         raise ParseError(path, 0, f"{where}: no timestamp object")
-    if stamp.get("utc") != 1:
+    if "tz" in stamp:
+        if stamp["tz"] not in UTC_ZONES:
+            raise ParseError(
+                path,
+                0,
+                f"{where}: timestamp is local time (tz={stamp['tz']!r}, sadf -T/-t); "
+                "convert without -T/-t",
+            )
+    elif "utc" in stamp:
+        if stamp["utc"] != 1:
+            raise ParseError(
+                path,
+                0,
+                f"{where}: timestamp is local time (utc={stamp['utc']!r}, sadf -T/-t); "
+                "convert without -T/-t",
+            )
+    else:
         raise ParseError(
             path,
             0,
-            f"{where}: timestamp is local time (utc={stamp.get('utc')!r}, sadf -T/-t); "
-            "convert without -T/-t",
+            f"{where}: timestamp has neither 'tz' (sadf 12.7.1 and later) nor 'utc' (older): "
+            "not sadf -j output",
         )
     return parse_timestamp(f"{stamp.get('date')} {stamp.get('time')} UTC", path, 0)
 

@@ -66,6 +66,15 @@ class HeaderedLines(Generic[H, R]):
         """
         raise NotImplementedError
 
+    def parse_headless(self, line: str, line_no: int) -> R | None:
+        """Read a line that comes before any header: by default an error (:attr:`no_header`);
+        a format whose tool prints some rows before its first header reads them here.
+
+        Raises:
+            ParseError: the line cannot be read without a header.
+        """
+        raise ParseError(self.path, line_no, self.no_header)
+
     def feed(self, lines: Iterable[bytes | str], first_line_no: int) -> Iterator[R | ParseError]:
         """Parse consecutive lines; a bad line yields its :class:`ParseError` and parsing goes on.
 
@@ -109,9 +118,9 @@ class HeaderedLines(Generic[H, R]):
         """A data line under the header in force: its record, its error or None (skipped)."""
         if self._foreign:
             return None
-        if self._header is None:
-            return ParseError(self.path, line_no, self.no_header)
         try:
+            if self._header is None:
+                return self.parse_headless(line, line_no)
             return self.parse_row(line, self._header, line_no)
         except ParseError as err:
             return err

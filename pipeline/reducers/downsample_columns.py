@@ -108,7 +108,9 @@ class ColumnarDownsampler:
             Unsupported: a source interval longer than the target.
         """
         if (rows.interval_s > self.interval_s).any():
-            raise Unsupported("a source interval longer than the target interval")
+            longest = float(rows.interval_s.max())
+            target = self.interval_s
+            raise Unsupported(f"samples of {longest:g} s, longer than the {target:g} s target")
         r = Rows.concat([self._carry, rows])
         if len(r.lun) == 0:
             return

@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.jobs.peer_diagnosis import load, series
+from pipeline.jobs.peer_diagnosis import series
+from pipeline.jobs.peer_recording import load
 from pipeline.reducers.peer import PeerParams, PeerSeries, Thresholds, detect
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sysstat"

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.jobs.peer_diagnosis import load, train
+from pipeline.jobs.peer_diagnosis import train
 from pipeline.jobs.peer_groups import PeerGroups
+from pipeline.jobs.peer_recording import load
 from pipeline.reducers.peer_params import PeerParams
 from tests.jobs.test_peer_groups import CLEAN, FAULT, LUNS, RENAME, two_servers
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.jobs.peer_diagnosis import read_samples
+from pipeline.jobs.peer_recording import read_samples
 from pipeline.records import DiskSample
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sysstat"

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.jobs.peer_diagnosis import load, load_lines, read_samples, series
+from pipeline.jobs.peer_diagnosis import series
 from pipeline.jobs.peer_fast import FIELDS, Downsampled, SampleColumns, Unsupported
 from pipeline.jobs.peer_fast import downsample_files as fast
+from pipeline.jobs.peer_recording import load, load_lines, read_samples
 from pipeline.records import DiskSample, RestartMark
 from pipeline.reducers.downsample import downsample
 

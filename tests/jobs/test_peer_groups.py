@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.jobs.peer_diagnosis import diagnose, load, load_lines, series, train
+from pipeline.jobs.peer_diagnosis import diagnose, series, train
 from pipeline.jobs.peer_groups import PeerGroups, read_storage_map
 from pipeline.jobs.peer_job import PeerJob
+from pipeline.jobs.peer_recording import load, load_lines
 from pipeline.records import Document
 from pipeline.reducers.peer import WindowResult
 from pipeline.reducers.peer_params import PeerParams

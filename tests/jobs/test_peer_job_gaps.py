@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.jobs.peer_diagnosis import diagnose, load, load_lines, train
+from pipeline.jobs.peer_diagnosis import diagnose, train
 from pipeline.jobs.peer_job import PeerJob
+from pipeline.jobs.peer_recording import load, load_lines
 from pipeline.records import Document
 from pipeline.reducers.peer import PeerParams
 from pipeline.settings import PeerSettings

@@ -9,6 +9,7 @@ device-mapper rows below are written in the exact layout of the real rows, and s
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from pipeline.parsers.sysstat import (
     parse_timestamp,
     sadf_command,
 )
+from pipeline.parsers.sysstat_columns import Reader, Rows
 from pipeline.records import DiskSample, RestartMark
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"
@@ -293,3 +295,61 @@ def test_sadf_command() -> None:
         "--",
         "-d",
     ]
+
+
+@pytest.mark.parametrize(
+    ("stamp", "reason"),
+    [
+        ({"tz": "UTC"}, None),  # sysstat 12.7.1 and later
+        ({"utc": 1}, None),  # before 12.7.1
+        ({"tz": "CET"}, "timestamp is local time (tz='CET', sadf -T/-t); convert without -T/-t"),
+        ({"utc": 0}, "timestamp is local time (utc=0, sadf -T/-t); convert without -T/-t"),
+        ({}, "timestamp has neither 'tz' (sadf 12.7.1 and later) nor 'utc' (older): not sadf"),
+    ],
+)
+def test_json_timestamps_of_every_sadf_version(stamp: dict[str, object], reason: str) -> None:
+    doc = json.loads((DATA / "sadf_j_d.json").read_bytes())
+    stats = doc["sysstat"]["hosts"][0]["statistics"]
+    for s in stats:
+        s["timestamp"].pop("utc")
+        s["timestamp"].update(stamp)
+    recs = list(parse_sadf_json(json.dumps(doc).encode(), "j.json"))
+    errors = {r.reason.split(": ", 1)[1] for r in recs if isinstance(r, ParseError)}
+    if reason is None:
+        assert errors == set() and len(recs) == 29
+        assert recs == list(parse_sadf_json((DATA / "sadf_j_d.json").read_bytes(), "j.json"))
+    else:
+        assert len(errors) == 1 and next(iter(errors)).startswith(reason)
+        assert len(recs) == len(stats)
+
+
+def test_restart_row_before_the_first_header(tmp_path: Path) -> None:
+    """A file sadc started at boot (``sa1 --boot`` runs ``sadc -F -L -S DISK FILE``, which writes
+    only a restart record) then sampled: sadf prints the restart before the first header."""
+    sadc = Path("/usr/lib/sysstat/sadc")
+    if not sadc.exists():
+        pytest.fail("sadc is not installed; `make test` installs Debian's sysstat package")
+    sa = tmp_path / "boot.sa"
+    subprocess.run([str(sadc), "-F", "-L", "-S", "DISK", str(sa)], check=True)
+    subprocess.run([str(sadc), "-S", "DISK", "1", "2", str(sa)], check=True)
+    env = {"TZ": "UTC", "LC_ALL": "C", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        ["sadf", "-d", "-U", str(sa), "--", "-d"], check=True, capture_output=True, env=env
+    ).stdout
+    lines = out.splitlines()
+    assert b";-1;" in lines[0] and b"LINUX-RESTART\t(" in lines[0]
+    assert lines[1].startswith(b"# hostname;interval;timestamp;DEV;")
+    recs = list(parse_sadf_csv(lines, "boot.csv"))
+    assert isinstance(recs[0], RestartMark)
+    assert recs[0].end_s == float(lines[0].split(b";")[2])
+    assert all(isinstance(r, DiskSample) for r in recs[1:]) and len(recs) == len(lines) - 1
+    # the columnar reader counts it as the host's first restart
+    path = tmp_path / "boot.csv"
+    path.write_bytes(out)
+    reader = Reader()
+    rows = Rows.concat(list(reader.read_file(path)))
+    assert len(rows.lun) == len(lines) - 2 and set(rows.epoch) == {1}
+    assert reader.restarts == [1]
+    # only a leading COM or restart row is read without a header
+    (err,) = parse_sadf_csv([b"vm;1;1795817808;loop0;0;0;0;0;0;0;0;0"], "x.csv")
+    assert isinstance(err, ParseError) and err.reason.startswith("row before any")

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.jobs.peer_diagnosis import load, load_lines, series
+from pipeline.jobs.peer_diagnosis import series
+from pipeline.jobs.peer_recording import load, load_lines
 from pipeline.reducers.peer import PeerParams, PeerSeries, detect, moving_average, train_threshold
 from pipeline.reducers.peer_cdf import cdf_distances, window_distances
 from pipeline.reducers.peer_stream import PeerDetector

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.jobs.peer_diagnosis import load, train
+from pipeline.jobs.peer_diagnosis import train
 from pipeline.jobs.peer_job import PeerJob
+from pipeline.jobs.peer_recording import load
 from pipeline.reducers.incident import Incident, Span
 from pipeline.reducers.peer import PeerParams
 from pipeline.settings import PeerSettings
