@@ -1,0 +1,380 @@
+"""Conservation of input lines (property-based): every line of a damaged table export is either
+indexed (it contributes to a document) or dead-lettered with a reason naming its file and line,
+never neither and never both (the delivery promise, DESIGN.md).
+
+A line that carries no data of its own is accounted for by its format's rule, stated here apart
+from the pipeline (:func:`silent_lines`) and checked both ways (a line the rule names yields
+nothing, every other line a document or a dead letter):
+
+* ``blank``: a line of white space only (neither sacct nor LMT exports have comment lines: a
+  ``#`` line is a data row, and a bad one);
+* ``header``: a header line that names the required columns (it is kept in the cursor);
+* ``priming`` (LMT): an OST's first accepted sample: its counters only start the OST's first
+  interval, whose document the OST's next sample closes (``pipeline.reducers.lmt``);
+* ``repeat`` (LMT): an exact repeat (time and both counters) of the OST's last sample;
+* ``under rejected header``: a row after a header that lacks a required column. The header is
+  dead-lettered ("rows up to the next header are skipped"), the rows themselves are neither
+  indexed nor dead-lettered: a known gap in conservation, pinned down by
+  :func:`test_rows_under_a_rejected_header_are_dead_lettered` (strict xfail) and counted apart
+  here so that the property covers every other line.
+
+The tail tests read the damaged file through :class:`~pipeline.shippers.table_tail.TableTail`
+in chunks of a drawn size, optionally restarting the tail from its stored cursor after each
+chunk (a restart between commits). The end-to-end test runs the main job once (``iolens run
+--once``) on a drop directory against the session's embedded server.
+
+Inputs: ``tests/data/slurm/sacct_4478544.txt`` (a header and 11 rows) and the first 40 lines of
+``tests/data/lmt/snx11025_2018-01-28.csv`` (a header, 24 OSTs at 00:00:00 and 15 at 00:00:05),
+damaged by :func:`tests.reliability.test_fuzz_parsers.damaged`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+from elasticsearch import Elasticsearch, NotFoundError
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from pipeline.jobs.main_job import MainJob
+from pipeline.parsers import lmt, slurm
+from pipeline.parsers.errors import ParseError
+from pipeline.parsers.lmt import LmtCsvParser, LmtSample
+from pipeline.shippers.registry import Registry
+from pipeline.shippers.results import LineResult
+from pipeline.shippers.table_tail import TableKind, TableTail
+from pipeline.sink.deadletter import DeadLetters
+from pipeline.sink.documents import DocContext
+from pipeline.sink.search import refresh
+from tests.reliability.test_bad_input import make_settings, text
+from tests.reliability.test_fuzz_parsers import FUZZ, LMT, SACCT, damaged
+
+pytestmark = pytest.mark.reliability
+
+BLANK, HEADER, PRIMING, REPEAT = "blank", "header", "priming", "repeat"
+UNDER_REJECTED = "under rejected header"
+"""Not a rule of the format: the known gap (see the module docstring)."""
+
+CTX = DocContext(namespace="conservation", agent_name="test")
+PIPE = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass(frozen=True)
+class Format:
+    """A table format: its tail kind, what a header is and whether one names what it must."""
+
+    kind: TableKind
+    is_header: Callable[[str], bool]
+    parse_header: Callable[[str, str, int], object]
+    """Raises ParseError for a header lacking a required column."""
+
+
+SLURM = Format("slurm", slurm.is_header, slurm.SacctHeader.parse)
+LMT_CSV = Format("lmt", lmt.is_header, lmt.LmtHeader.parse)
+
+
+def valid_header(fmt: Format, line: str) -> bool:
+    """Whether a header line names every required column (once)."""
+    try:
+        fmt.parse_header(line, "h", 1)
+    except ParseError:
+        return False
+    return True
+
+
+def lmt_rule(header: str, raw: bytes, last: dict[str, tuple[float, int, int]]) -> str | None:
+    """``priming`` or ``repeat`` for an LMT row that carries nothing new, None for one that
+    closes an interval or is bad (``last``: each OST's last accepted time and counters,
+    updated)."""
+    recs = list(LmtCsvParser("x", header, UTC).feed([raw], 1))
+    if len(recs) != 1 or not isinstance(recs[0], LmtSample):
+        return None  # a bad row
+    s = recs[0]
+    now = (s.ts_s, s.read_bytes, s.write_bytes)
+    prev = last.get(s.ost_name)
+    if prev is None or s.ts_s > prev[0]:
+        last[s.ost_name] = now
+        return PRIMING if prev is None else None
+    return REPEAT if now == prev else None  # earlier, or the same time with other counters
+
+
+def decoded(raw: bytes) -> str | None:
+    """A line as the table parsers read it (UTF-8, a final CR dropped); None: not text."""
+    try:
+        return raw.decode("utf-8").rstrip("\r")
+    except UnicodeDecodeError:
+        return None
+
+
+def silent_lines(fmt: Format, lines: Sequence[bytes]) -> dict[int, str]:
+    """1-based line number -> the rule by which the line yields neither a document nor a dead
+    letter (see the module docstring); lines not named must yield one or the other."""
+    out: dict[int, str] = {}
+    header: str | None = None
+    rejected = False
+    last: dict[str, tuple[float, int, int]] = {}
+    for n, raw in enumerate(lines, start=1):
+        line = decoded(raw)
+        if line is None:
+            continue  # not text: a bad line
+        if not line.strip():
+            out[n] = BLANK
+        elif fmt.is_header(line):
+            rejected = not valid_header(fmt, line)
+            if not rejected:
+                header, out[n] = line, HEADER
+        elif rejected:
+            out[n] = UNDER_REJECTED
+        elif header is not None and fmt.kind == "lmt":
+            rule = lmt_rule(header, raw, last)
+            if rule is not None:
+                out[n] = rule
+    return out
+
+
+def tail_results(path: Path, kind: TableKind, chunk_bytes: int, restart: bool) -> list[LineResult]:
+    """Every result of tailing ``path`` to its end in reads of ``chunk_bytes``; with
+    ``restart``, a new tail resumes from the stored cursor after each read."""
+    tail = TableTail("key", str(path), kind, UTC)
+    tail.resume(0, 0, None)
+    out: list[LineResult] = []
+    while (chunk := tail.read(chunk_bytes)).lines:
+        out += tail.process(chunk, CTX, 0.0)
+        if restart:
+            offset, line_no = tail.offset, tail.line_no
+            cursor = tail.take_snapshot(offset)
+            tail = TableTail("key", str(path), kind, UTC)
+            tail.resume(offset, line_no, cursor)
+    return out
+
+
+def check_line(res: LineResult, n: int, raw: bytes, path: str, rule: str | None) -> None:
+    """Line ``n`` is the rule's (nothing), a dead letter naming it, or one document's."""
+    assert (res.ref.path, res.ref.line_no) == (path, n)
+    assert res.holds == () and res.releases == ()
+    waits = len(res.docs) if res.pending is None else res.pending
+    if rule is not None:
+        assert res.bad is None and res.docs == () and waits == 0, (n, rule, res)
+    elif res.bad is not None:
+        assert res.docs == () and waits == 0, (n, res)  # never both
+        err = res.bad.error
+        assert (err.path, err.line_no) == (path, n) and err.reason, err
+        assert str(err).startswith(f"{path}:{n}: ")
+        assert res.bad.raw == raw and res.bad.ref == res.ref
+    else:
+        assert len(res.docs) == 1 and waits == 1, (n, raw, res)  # never neither
+        assert res.ref in res.docs[0].refs
+
+
+def file_lines(drawn: list[bytes]) -> list[bytes]:
+    """The lines of the file ``drawn`` is written as (a flipped byte may be a newline)."""
+    return [part for line in drawn for part in line.split(b"\n")]
+
+
+def check_tail(
+    fmt: Format, drawn: list[bytes], path: Path, chunk: int, restart: bool
+) -> dict[int, str]:
+    """One result per line, each accounted for by :func:`check_line`; end offsets frame the
+    lines exactly. Returns :func:`silent_lines`."""
+    lines = file_lines(drawn)
+    path.write_bytes(text(lines))
+    results = tail_results(path, fmt.kind, chunk, restart)
+    assert len(results) == len(lines)
+    silent = silent_lines(fmt, lines)
+    end = 0
+    for n, (raw, res) in enumerate(zip(lines, results, strict=True), start=1):
+        end += len(raw) + 1
+        assert res.ref.end_offset == end
+        check_line(res, n, raw, str(path), silent.get(n))
+    check_rejected_headers(fmt, lines, results, silent)
+    return silent
+
+
+def check_rejected_headers(
+    fmt: Format, lines: list[bytes], results: list[LineResult], silent: dict[int, str]
+) -> None:
+    """The known gap is what it is said to be: a row counted ``under rejected header`` follows
+    a header line that was dead-lettered (its reason says the rows are skipped when a required
+    column is missing, not when a column appears twice)."""
+    for n, rule in silent.items():
+        if rule == UNDER_REJECTED:
+            m = max(i for i in range(1, n) if fmt.is_header(decoded(lines[i - 1]) or ""))
+            bad = results[m - 1].bad
+            assert bad is not None and bad.error.line_no == m, (n, m, results[m - 1])
+
+
+def events(silent: dict[int, str]) -> None:
+    """Tell Hypothesis's statistics which rules an example met."""
+    for rule in sorted(set(silent.values())):
+        event(rule)
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory for the tail tests' input files (overwritten by each example)."""
+    return tmp_path_factory.mktemp("conservation")
+
+
+CHUNKS = st.sampled_from([1, 64, 300, 1 << 16])
+"""Read budgets: 1 byte reads one line at a time; 64 KiB reads the whole file at once."""
+
+
+@FUZZ
+@given(lines=damaged(SACCT), chunk=CHUNKS, restart=st.booleans())
+def test_sacct_tail(scratch: Path, lines: list[bytes], chunk: int, restart: bool) -> None:
+    events(check_tail(SLURM, lines, scratch / "sacct.txt", chunk, restart))
+
+
+@FUZZ
+@given(lines=damaged(LMT), chunk=CHUNKS, restart=st.booleans())
+def test_lmt_tail(scratch: Path, lines: list[bytes], chunk: int, restart: bool) -> None:
+    events(check_tail(LMT_CSV, lines, scratch / "lmt.csv", chunk, restart))
+
+
+@pytest.mark.parametrize(
+    ("fmt", "lines", "rules", "docs"),
+    [
+        (SLURM, SACCT, {HEADER: 1}, 11),
+        (LMT_CSV, LMT, {HEADER: 1, PRIMING: 24}, 15),
+        (
+            LMT_CSV,
+            [*LMT[:3], b" \r", LMT[2], LMT[0], LMT[26]],
+            {BLANK: 1, HEADER: 2, PRIMING: 2, REPEAT: 1},
+            1,
+        ),
+    ],
+    ids=["sacct", "lmt", "lmt-blank-repeat-header"],
+)
+def test_rules_on_known_input(
+    scratch: Path, fmt: Format, lines: list[bytes], rules: dict[str, int], docs: int
+) -> None:
+    # The rules are not vacuous: on undamaged (or hand-made) input they name the lines they
+    # should. Hand-made: a blank line, an exact repeat of line 3, the header again, and
+    # OST0001 at 00:00:05, which closes its first interval.
+    path = scratch / f"known.{fmt.kind}"
+    assert Counter(check_tail(fmt, lines, path, 1 << 16, False).values()) == rules
+    results = tail_results(path, fmt.kind, 1 << 16, False)
+    assert sum(len(r.docs) for r in results) == docs
+
+
+# -- end to end: the main job, the embedded server and the dead-letter area -------------------
+
+
+@pytest.fixture(scope="module")
+def es(es_url: str) -> Iterator[Elasticsearch]:
+    """One client of the session's embedded server for every example of the module."""
+    client = Elasticsearch(es_url, request_timeout=30)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one main-job pass over a drop left: indexed documents, dead letters (input lines
+    and documents the cluster refused), duplicates and the committed offset."""
+
+    indexed: int
+    dead_lines: list[int]
+    dead_docs: int
+    duplicates: int
+    committed: int
+
+
+def indexed(es: Elasticsearch, index: str) -> int:
+    """Documents in ``index`` (0 when it was never created)."""
+    refresh(es, index)
+    try:
+        return int(es.count(index=index)["count"])
+    except NotFoundError:
+        return 0
+
+
+def run_main_job(es_url: str, es: Elasticsearch, tmp: Path, data: bytes) -> Run:
+    """Run the main job once (``iolens run --once``) on a fresh drop directory holding one
+    sacct export, and a fresh state directory and namespace."""
+    path = tmp / "drop" / "sacct.txt"
+    path.parent.mkdir()
+    path.write_bytes(data)
+    old = os.stat(path).st_mtime - 60  # the file is stable: written a minute ago
+    os.utime(path, (old, old))
+    cfg = make_settings(es_url, tmp, "slurm")
+    with MainJob(cfg, es) as job:
+        summary = job.run_once()
+    state = Path(cfg.state_dir)
+    letters = DeadLetters(state / "deadletter")
+    inputs = list(letters.iter_inputs())
+    assert all(x.path == str(path) and x.stage == "parse" and x.reason for x in inputs), inputs
+    with Registry(state / "registry.sqlite") as reg:
+        committed = max((f.offset for f in reg.all()), default=0)
+    return Run(
+        indexed(es, f"logs-slurm.job-{cfg.elasticsearch.namespace}"),
+        [x.line_no for x in inputs],
+        len(list(letters.iter_documents())),
+        sum(s["duplicate"] for s in summary.docs.values()),
+        committed,
+    )
+
+
+@PIPE
+@given(lines=damaged(SACCT))
+def test_main_job_sacct(
+    es_url: str, es: Elasticsearch, tmp_path_factory: pytest.TempPathFactory, lines: list[bytes]
+) -> None:
+    lines = file_lines(lines)
+    data = text(lines)
+    run = run_main_job(es_url, es, tmp_path_factory.mktemp("run"), data)
+    silent = silent_lines(SLURM, lines)
+    assert len(set(run.dead_lines)) == len(run.dead_lines)  # no line dead-lettered twice
+    assert not set(run.dead_lines) & set(silent)
+    assert set(run.dead_lines) <= set(range(1, len(lines) + 1))
+    assert run.duplicates == 0  # no two lines made one document
+    assert run.indexed + len(run.dead_lines) + run.dead_docs == len(lines) - len(silent)
+    assert run.committed == len(data)
+
+
+# -- known conservation gaps (strict: they fail loudly once fixed) ----------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="rows under a sacct/LMT header that cannot be read (a required column missing, or "
+    "one twice) are skipped: only the header is dead-lettered, the rows are neither indexed "
+    "nor dead-lettered, and their offsets are committed (HeaderedLines._take_row)",
+)
+@pytest.mark.parametrize(
+    "header",
+    [SACCT[0][:25], SACCT[0] + b"|JobIDRaw"],
+    ids=["cut-no-start-end", "column-twice"],
+)
+def test_rows_under_a_rejected_header_are_dead_lettered(
+    es_url: str, es: Elasticsearch, tmp_path: Path, header: bytes
+) -> None:
+    # b"JobID|JobIDRaw|User|JobNa" lacks Start and End; the other names JobIDRaw twice (its
+    # dead letter does not even say that the rows under it are skipped)
+    data = text([header, *SACCT[1:]])
+    run = run_main_job(es_url, es, tmp_path, data)
+    assert run.committed == len(data)
+    assert run.indexed == 0 and 1 in run.dead_lines
+    assert sorted(run.dead_lines) == list(range(1, len(SACCT) + 1))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known, being fixed in the tail framing: a last row without a final newline is "
+    "never read by a run, even of a stable file, so it is neither indexed nor dead-lettered",
+)
+def test_last_row_without_final_newline_is_indexed(
+    es_url: str, es: Elasticsearch, tmp_path: Path
+) -> None:
+    data = b"\n".join(SACCT)  # 12 lines, the last (step 4478544.7) without "\n"
+    run = run_main_job(es_url, es, tmp_path, data)
+    assert run.dead_lines == [] and run.dead_docs == 0
+    assert run.indexed == len(SACCT) - 1
