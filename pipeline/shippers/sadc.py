@@ -17,19 +17,19 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import Callable
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.sysstat import sadf_command
+from pipeline.shippers.sadc_versions import OLD_FORMAT, RunFn, convert_format, newer_than_sadf
 
 log = logging.getLogger(__name__)
 
 SADF_TIMEOUT_S = 120.0
 """How long one conversion may take (a day of 1 s samples of a few dozen disks takes seconds)."""
-
-RunFn = Callable[..., "subprocess.CompletedProcess[bytes]"]
 
 
 def convert_sadc(
@@ -40,10 +40,13 @@ def convert_sadc(
     timeout_s: float = SADF_TIMEOUT_S,
     local_host: str | None = None,
     run: RunFn = subprocess.run,
+    work_dir: str | os.PathLike[str] | None = None,
 ) -> bytes:
     """Run :func:`~pipeline.parsers.sysstat.sadf_command` on a complete sadc file.
 
-    sadf runs with ``LC_ALL=C`` (decimal points, not commas) and ``TZ=UTC``.
+    sadf runs with ``LC_ALL=C`` (decimal points, not commas) and ``TZ=UTC``. A file of an
+    earlier sysstat format is converted first with ``sadf -c`` into ``work_dir``
+    (:mod:`pipeline.shippers.sadc_versions`), read, and the converted copy deleted.
 
     Args:
         path: the sadc binary file; it must be complete (closed or stable).
@@ -53,21 +56,75 @@ def convert_sadc(
         local_host: this host's nodename (default ``os.uname().nodename``), compared with the
             hostname in the output.
         run: ``subprocess.run`` (tests inject a fake).
+        work_dir: where ``sadf -c`` writes its conversion (default: a temporary directory).
 
     Returns:
         The CSV output of ``sadf -d -U FILE -- -d [-p]``, bytes.
 
     Raises:
         ConfigError: sadf is not installed.
-        ParseError: sadf rejected the file (not a sadc file, a file of another sysstat version,
-            truncated); the reason carries sadf's exit status and message.
+        ParseError: sadf rejected the file (not a sadc file, truncated, without disk
+            statistics), it was written by a newer sysstat than this host's sadf (the reason
+            names both versions), its older format could not be converted, or sadf printed
+            nothing for it; the reason carries sadf's exit status and message.
         TimeoutError: sadf did not finish within ``timeout_s``.
     """
     name = os.fspath(path)
     argv = sadf_command(name, sadf=sadf, pretty=pretty)
-    out = _run_sadf(run, argv, name, timeout_s)
+    try:
+        out = _run_sadf(run, argv, name, timeout_s)
+    except ParseError as err:
+        newer = newer_than_sadf(name, sadf)
+        if newer is not None:
+            raise ParseError(name, 0, f"{newer} ({err.reason})") from None
+        if OLD_FORMAT not in err.reason:
+            raise ParseError(name, 0, err.reason + _hint(err.reason)) from None
+        try:
+            out = _converted(name, argv, work_dir, sadf=sadf, timeout_s=timeout_s, run=run)
+        except ParseError as failed:
+            raise ParseError(name, 0, f"{failed.reason} [{err.reason}]") from None
+    if not any(line and not line.startswith(b"#") for line in out.splitlines()):
+        newer = newer_than_sadf(name, sadf)
+        raise ParseError(
+            name,
+            0,
+            newer
+            or "sadf printed nothing for it (no record after the "
+            "file header: cut short, or not a file of disk statistics)",
+        )
     _warn_if_foreign(out, name, local_host if local_host is not None else os.uname().nodename)
     return out
+
+
+def _hint(reason: str) -> str:
+    """What to do about a sadf message, where it is known."""
+    if "Requested activities not available" in reason:
+        return "; sadc records disk statistics only with -S DISK (SADC_OPTIONS in sysstat's config)"
+    return ""
+
+
+def _converted(
+    name: str,
+    argv: list[str],
+    work_dir: str | os.PathLike[str] | None,
+    *,
+    sadf: str,
+    timeout_s: float,
+    run: RunFn,
+) -> bytes:
+    """sadf's CSV of ``name`` converted with ``sadf -c`` (into ``work_dir``, then deleted)."""
+    env = {**os.environ, "LC_ALL": "C", "TZ": "UTC"}
+    if work_dir is not None:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        new = convert_format(name, Path(tmp), sadf=sadf, timeout_s=timeout_s, run=run, env=env)
+        log.info("%s: an earlier sysstat format, converted with sadf -c", name)
+        try:
+            return _run_sadf(
+                run, [os.fspath(new) if a == name else a for a in argv], name, timeout_s
+            )
+        except ParseError as err:
+            raise ParseError(name, 0, f"converted with sadf -c, then: {err.reason}") from None
 
 
 def _run_sadf(run: RunFn, argv: list[str], name: str, timeout_s: float) -> bytes:

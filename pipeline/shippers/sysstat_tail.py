@@ -55,6 +55,7 @@ class SysstatTail:
             or ``sadc`` (a binary activity file converted with ``sadf`` once complete).
         interval_s: downsampling interval (s).
         offset: next byte to read; line_no: lines read.
+        work_dir: where a sadc file of an earlier sysstat format is converted (``sadf -c``).
     """
 
     key: str
@@ -64,6 +65,7 @@ class SysstatTail:
     offset: int = 0
     line_no: int = 0
     exhausted: bool = False
+    work_dir: str | None = None
     snapshots: dict[int, str] = field(default_factory=dict)
     _parser: SadfCsvParser | None = None
     _down: Downsampler | None = None
@@ -107,7 +109,7 @@ class SysstatTail:
         """
         if self.kind == "sadc":
             try:
-                data = convert_sadc(self.path)
+                data = convert_sadc(self.path, work_dir=self.work_dir)
             except ParseError as err:
                 if self.offset > 0:
                     return TailChunk((), (), self.offset)

@@ -13,7 +13,8 @@ embedded server, and the test asserts, with values derived from the input:
 * each rejected line is in the dead-letter area with its file, its line (0: the whole file or
   no line of it) and a reason that says what is wrong, and its bytes as read;
 * a file the documentation says is quarantined whole (binary formats, a file that is not the
-  format at all) is copied to ``deadletter/files`` unchanged;
+  format at all, such as LMT's SQLite database where its CSV export is read) is copied to
+  ``deadletter/files`` unchanged;
 * the good records around the bad ones are indexed: the documents in Elasticsearch are
   exactly those the reference computation (the parser and reducer run offline on the good
   lines) gives.
@@ -26,7 +27,8 @@ letters of a run.
 Inputs (provenance in each directory's README): ``tests/data/fio/samples/node01`` (fio 3.33
 histogram log, 79 records), ``../shared/data/sysstat`` (``exp_ds2_1s_sadf_d.csv``: sadf -d of
 240 s x 6 devices; ``sa_test``: a sadc 12.6.1 binary file), ``tests/data/slurm`` (sacct of job
-4478544), ``tests/data/lmt`` (LMT export of snx11025, 24 OSTs every 5 s), the darshan wheel's
+4478544), ``tests/data/lmt`` (LMT export of snx11025, 24 OSTs every 5 s) and
+``../shared/data/pytokio/lmtdb-reset.sqlite3`` (an LMT database extract), the darshan wheel's
 logs and ``../shared/data/darshan-logs``, and an event log recorded from the real HTTP test
 workload (``tests/workloads``).
 """
@@ -85,6 +87,8 @@ SACCT = (DATA / "slurm" / "sacct_4478544.txt").read_bytes().splitlines()
 """A header and 11 rows (job 4478544 and its steps)."""
 LMT = (DATA / "lmt" / "snx11025_2018-01-28.csv").read_bytes().splitlines()[: 1 + 24 * 20]
 """A header and 20 timesteps (5 s apart) of 24 OSTs."""
+LMT_DB = (SHARED / "pytokio" / "lmtdb-reset.sqlite3").read_bytes()
+"""The LMT database extract the export above was made from (SQLite, 155,648 bytes)."""
 
 
 def darshan_input(name: str) -> Path:
@@ -556,6 +560,35 @@ def test_sadc_file_with_bytes_flipped_in_its_body_is_read_as_sadf_reads_it(
     assert out.count("metrics-sysstat.diskio") == sadc_intervals(tmp_path / "drop" / "sa_test")
 
 
+def test_sadc_files_of_other_sysstat_versions_are_quarantined_with_both_versions(
+    es_url: str, client: Elasticsearch, tmp_path: Path
+) -> None:
+    """Files of sysstat's own test suite (../shared/data/sysstat-corpus/README.md): a format
+    Debian's sadf 12.6.1 cannot convert, one whose conversion crashes it, and one written by a
+    newer sadc, which sadf reads as nothing (exit 0); the good file beside them is indexed."""
+    corpus = SHARED / "sysstat-corpus"
+    names = ["data-9.1.5", "data-10.3.1", "sim-data-new"]
+    files = {n: (corpus / n).read_bytes() for n in names} | {"sa_good": SADC}
+    out = ingest(es_url, client, tmp_path, "sadc", files)
+    reasons = {Path(x.path).name: x.reason for x in out.letters}
+    assert sorted(reasons) == sorted(names) and out.summary.bad_files == 3
+    assert out.quarantined == {n: files[n] for n in names}
+    assert reasons["data-9.1.5"].startswith(
+        "written by sysstat 9.1.5 (file format 0x2170), a format this host's sadf (12.6.1) does "
+        "not read, and sadf -c could not convert it (exit status 2: Cannot convert the format "
+        "of this file)"
+    )
+    assert "sadf -c crashed converting it (SIGSEGV)" in reasons["data-10.3.1"]
+    assert reasons["data-10.3.1"].startswith("written by sysstat 10.3.1 (file format 0x2173)")
+    assert reasons["sim-data-new"] == (
+        "written by sysstat 99.9.9 (file format 0x2175), newer than this host's sadf (12.6.1), "
+        "which cannot read it; install that sysstat version or later here, or convert the file "
+        "where it was recorded"
+    )
+    assert out.count("metrics-sysstat.diskio") == 3
+    assert not list((tmp_path / "state" / "sadc-convert").iterdir())  # conversions deleted
+
+
 def test_empty_sadc_file_is_waited_for(es_url: str, client: Elasticsearch, tmp_path: Path) -> None:
     # an empty file has nothing to identify it by: it is neither read nor rejected
     out = ingest(es_url, client, tmp_path, "sadc", {"sa_test": b""})
@@ -660,6 +693,11 @@ def lmt_cases() -> Iterator[Any]:
         id="counter-out-of-range",
     )
     yield pytest.param(Case(b""), id="empty-file")
+    # LMT's database itself, named as an export: refused whole, once, with the export command
+    yield pytest.param(
+        Case(LMT_DB, (Bad(0, "an SQLite database (LMT's own tables", b""),), quarantined=True),
+        id="sqlite-database",
+    )
     # timesteps 6-9 (lines 122-217) stamped a day early: each row is out of order for its OST
     early = [x.replace(b'"2018-01-28 ', b'"2018-01-27 ') for x in ls[121:217]]
     yield pytest.param(

@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from pipeline.parsers.errors import ParseError
 from pipeline.parsers.sysstat import parse_sadf_csv
 from pipeline.records import DiskSample, RestartMark
 from pipeline.shippers.sadc import convert_sadc
+from pipeline.shippers.sadc_versions import SadcFormat, sadc_format
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"
 SADC = "/usr/lib/sysstat/sadc"
@@ -111,3 +113,69 @@ def test_file_from_another_host_warns(sadf: str, caplog: pytest.LogCaptureFixtur
     caplog.clear()
     convert_sadc(DATA / "sa_test", sadf=sadf, local_host="vm")
     assert not caplog.records
+
+
+CORPUS = DATA.parent / "sysstat-corpus"
+
+
+def test_file_magic_of_every_sysstat_version() -> None:
+    """The writer's version and format from the first 8 bytes (sysstat's ``file_magic``)."""
+    assert sadc_format(DATA / "sa_test") == SadcFormat((12, 6, 1), 0x2175)
+    assert sadc_format(CORPUS / "data-9.1.5") == SadcFormat((9, 1, 5), 0x2170)
+    assert sadc_format(CORPUS / "data-10.3.1") == SadcFormat((10, 3, 1), 0x2173)
+    assert sadc_format(CORPUS / "sim-data-new") == SadcFormat((99, 9, 9), 0x2175)
+    assert sadc_format(DATA / "sadf_d_d.csv") is None
+    swapped = (DATA / "sa_test").read_bytes()
+    assert sadc_format_of(swapped[1::-1] + swapped[3:1:-1] + swapped[4:]) == SadcFormat(
+        (12, 6, 1), 0x2175
+    )  # written on a big-endian host
+
+
+def sadc_format_of(data: bytes) -> SadcFormat | None:
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(data)
+        f.flush()
+        return sadc_format(f.name)
+
+
+def test_older_format_is_converted_with_sadf_c_then_read(sadf: str, tmp_path: Path) -> None:
+    """The conversion path, end to end but for sadf -c itself: no file of a format Debian's sadf
+    12.6.1 converts is available here (the corpus' 10.3.1 file crashes it), so ``sadf -c`` is
+    stood in for by a copy of a real 12.6.1 file; sadf -d runs for real on both sides."""
+    old = tmp_path / "sa_old"
+    old.write_bytes((CORPUS / "data-10.3.1").read_bytes())
+    calls: list[list[str]] = []
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        calls.append(argv)
+        if argv[1] == "-c":
+            return subprocess.CompletedProcess(argv, 0, (DATA / "sa_test").read_bytes(), b"")
+        return subprocess.run(argv, **kwargs)
+
+    work = tmp_path / "state" / "sadc-convert"
+    out = convert_sadc(old, sadf=sadf, local_host="vm", run=run, work_dir=work)
+    assert out == (DATA / "sadf_d_U_d.csv").read_bytes()
+    assert [c[1:3] for c in calls] == [["-d", "-U"], ["-c", str(old)], ["-d", "-U"]]
+    assert calls[2][3].startswith(str(work)) and calls[2][3].endswith("sa_old.sadf-c")
+    assert list(work.iterdir()) == []  # the converted copy is deleted once read
+
+
+def test_file_without_disk_statistics_says_how_to_record_them(sadf: str, tmp_path: Path) -> None:
+    if not os.access(SADC, os.X_OK):
+        pytest.fail(f"{SADC} not found: run `make test` (installs sysstat)")
+    target = tmp_path / "sa_nodisk"
+    subprocess.run([SADC, "1", "2", str(target)], check=True, timeout=60)  # no -S DISK
+    with pytest.raises(ParseError) as info:
+        convert_sadc(target, sadf=sadf)
+    assert "Requested activities not available" in info.value.reason
+    assert info.value.reason.endswith(
+        "; sadc records disk statistics only with -S DISK (SADC_OPTIONS in sysstat's config)"
+    )
+
+
+def test_a_file_sadf_prints_nothing_for_is_refused(tmp_path: Path) -> None:
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.CompletedProcess(argv, 0, b"", b"")
+
+    with pytest.raises(ParseError, match="sadf printed nothing for it"):
+        convert_sadc(DATA / "sa_test", run=run)
