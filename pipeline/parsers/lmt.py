@@ -30,6 +30,10 @@ databases hold Pacific time; the parser is told the zone, default UTC) or Unix s
 is OST index 173 of file system ``snx11168``, the index Darshan's ``LUSTRE_OST_IDS`` and
 ``lfs getstripe`` report. The database's own ``OST_ID`` key (174 for that OST) is not it.
 
+LMT's own form, the database (pytokio's test inputs and caches are SQLite copies of it), is
+not read: a file that begins as an SQLite database does (``SQLite format 3\0``) is refused
+whole, with the export command above in the reason (:func:`refuse_database`).
+
 This module is pure: lines in, :class:`LmtSample` records and
 :class:`~pipeline.parsers.errors.ParseError` values (file, line, reason) out.
 """
@@ -37,11 +41,14 @@ This module is pure: lines in, :class:`LmtSample` records and
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import re
+import shlex
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
+from pathlib import PurePath
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.limits import MAX_EXACT, MAX_LONG, epoch_problem, zoned_epoch
@@ -60,6 +67,8 @@ EXPORT_QUERY = (
     "ORDER BY TIMESTAMP, OST_NAME"
 )
 """The SQL whose ``sqlite3 -header -csv`` (or ``mysql -B``) output the parser reads."""
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html, 1.3.1)."""
 
 
 @dataclass(frozen=True)
@@ -189,9 +198,35 @@ class LmtHeader:
                 path,
                 line_no,
                 f"LMT export header without {', '.join(missing)} (export with: {EXPORT_QUERY});"
-                " rows up to the next header are skipped",
+                " its rows up to the next header are dead-lettered",
             )
         return cls(line, delimiter, len(names), pos)
+
+
+def refuse_database(first_line: bytes | str, path: str) -> None:
+    """Refuse a file whose first line shows it is an SQLite database: LMT's database itself,
+    not the CSV export of it that this module reads.
+
+    Args:
+        first_line: the file's first line (bytes as read, or text).
+        path: the file, for the error and the export command.
+
+    Raises:
+        ParseError: at line 0 (the whole file): it is an SQLite database; the reason gives the
+            ``sqlite3`` command that writes the CSV (:data:`EXPORT_QUERY`) next to it.
+    """
+    head = first_line if isinstance(first_line, bytes) else first_line.encode("utf-8", "replace")
+    if not head.startswith(SQLITE_MAGIC):
+        return
+    csv_path = str(PurePath(path).with_suffix(".csv"))
+    raise ParseError(
+        path,
+        0,
+        "an SQLite database (LMT's own tables, as pytokio keeps them), not the CSV export of "
+        "it that iolens reads for LMT; write the CSV with: sqlite3 -header -csv "
+        f'{shlex.quote(path)} "{EXPORT_QUERY}" > {shlex.quote(csv_path)} and give iolens '
+        "that file (an lmt drop reads *.csv)",
+    )
 
 
 def is_header(line: str) -> bool:
@@ -264,6 +299,24 @@ class LmtCsvParser(HeaderedLines[LmtHeader, LmtSample]):
 
     no_header = "row before the header line (export with sqlite3 -header)"
 
+    def feed(
+        self, lines: Iterable[bytes | str], first_line_no: int
+    ) -> Iterator[LmtSample | ParseError]:
+        """:meth:`HeaderedLines.feed`; from a file's first line, an SQLite database is refused.
+
+        Raises:
+            ParseError: the file is an SQLite database, not an export (see
+                :func:`refuse_database`); raised when the first line is read.
+        """
+        rest = iter(lines)
+        if first_line_no == 1:
+            first = next(rest, None)
+            if first is None:
+                return
+            refuse_database(first, self.path)
+            rest = itertools.chain([first], rest)
+        yield from super().feed(rest, first_line_no)
+
     def is_header(self, line: str) -> bool:
         """An export header names both ``TIMESTAMP`` and ``OST_NAME``."""
         return is_header(line)
@@ -299,5 +352,9 @@ def parse_lmt_csv(
 
     Yields:
         An :class:`LmtSample` per row, in file order; a ParseError per bad line.
+
+    Raises:
+        ParseError: the file is an SQLite database (LMT's own form), not an export: see
+            :func:`refuse_database`.
     """
     yield from LmtCsvParser(path, header_line, tz).feed(lines, first_line_no)

@@ -190,6 +190,9 @@ class DeadLetters:
     def write_input(self, path: str, line_no: int, reason: str, raw: bytes, stage: str) -> None:
         """Append a quarantined input line to ``inputs.ndjson`` (durable when this returns).
 
+        Logged at DEBUG only: the caller says what was rejected and why, once (a bad line, a
+        quarantined file), in its own words.
+
         Args:
             path: the input file. line_no: 1-based line number, 0 when not tied to a line.
             reason: why it was rejected. raw: the line's bytes (without or with its newline).
@@ -208,7 +211,7 @@ class DeadLetters:
         except UnicodeDecodeError:
             entry["raw_base64"] = base64.b64encode(raw).decode("ascii")
         self._append(self.inputs_path, entry)
-        log.warning("quarantined %s:%s at stage %s: %s", path, line_no, stage, reason)
+        log.debug("quarantined %s:%s at stage %s: %s", path, line_no, stage, reason)
 
     def _document_files(self) -> list[Path]:
         files = sorted(self.root.glob(_REPLAY_GLOB))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.cli.main import main
+from pipeline.parsers.lmt import EXPORT_QUERY
 
 
 def test_diagnose_prints_the_critical_file_and_the_slow_ost(
@@ -195,3 +197,45 @@ def test_stats_that_match_no_job_say_what_they_searched(
         " ERROR iolens: --start 'yesterday': not an ISO 8601 time or epoch seconds (Unknown "
         "datetime string format, unable to parse: yesterday)\n"
     )
+
+
+@pytest.mark.integration
+def test_ingest_refuses_an_lmt_database_with_the_command_that_exports_it(
+    es_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytokio's LMT extract (SQLite) given as ``--type lmt``: quarantined whole, said once with
+    the file, the reason and the command; that command's CSV is then read."""
+    shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "pytokio"
+    monkeypatch.chdir(tmp_path)
+    Path("lmtdb-reset.sqlite3").write_bytes((shared / "lmtdb-reset.sqlite3").read_bytes())
+    ns = f"db{uuid.uuid4().hex[:8]}"
+    Path("iolens.yaml").write_text(f"elasticsearch: {{namespace: {ns}}}\nstate_dir: state\n")
+    base = ["--config", "iolens.yaml", "--es-url", es_url, "ingest", "--type", "lmt"]
+    assert main([*base, "lmtdb-reset.sqlite3"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("files read: 1   lines: 0   bad lines: 0   bad files: 1 ")
+    command = f'sqlite3 -header -csv lmtdb-reset.sqlite3 "{EXPORT_QUERY}" > lmtdb-reset.csv'
+    said = [line.split(" ", 3)[2:] for line in err.splitlines() if "lmtdb-reset" in line]
+    assert said == [
+        [
+            "ERROR",
+            "pipeline.jobs.pump: lmtdb-reset.sqlite3: an SQLite database (LMT's own tables, "
+            "as pytokio keeps them), not the CSV export of it that iolens reads for LMT; write "
+            f"the CSV with: {command} and give iolens that file (an lmt drop reads *.csv); the "
+            "file is kept as state/deadletter/files/lmtdb-reset.sqlite3 and skipped",
+        ]
+    ]
+    letters = [
+        json.loads(x) for x in Path("state/deadletter/inputs.ndjson").read_text().splitlines()
+    ]
+    assert [(x["file"], x["line"], x["raw"]) for x in letters] == [("lmtdb-reset.sqlite3", 0, "")]
+    if shutil.which("sqlite3") is None:
+        pytest.fail("the sqlite3 command is needed (Debian's sqlite3 package)")
+    subprocess.run(command, shell=True, check=True, timeout=60)
+    assert main([*base, "lmtdb-reset.csv"]) == 0
+    client = Elasticsearch(es_url)
+    try:
+        client.indices.refresh(index=f"metrics-lmt.ost-{ns}")
+        assert client.count(index=f"metrics-lmt.ost-{ns}")["count"] == 25
+    finally:
+        client.close()

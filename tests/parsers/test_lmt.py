@@ -174,6 +174,29 @@ def test_a_row_before_any_header_is_an_error() -> None:
     assert err.reason == "row before the header line (export with sqlite3 -header)"
 
 
+def test_an_sqlite_database_is_refused_whole_with_the_export_command(tmp_path: Path) -> None:
+    """LMT's own form (pytokio's extract) where the export is expected: one error for the file,
+    at line 0, whose command writes exactly the committed export."""
+    db = tmp_path / "lmt db.sqlite3"  # a name the shell must quote
+    db.write_bytes((SHARED / "lmtdb-reset.sqlite3").read_bytes())
+    with pytest.raises(ParseError) as err:
+        list(parse_lmt_csv(db.read_bytes().splitlines(), str(db)))
+    csv = tmp_path / "lmt db.csv"
+    command = f"sqlite3 -header -csv '{db}' \"{EXPORT_QUERY}\" > '{csv}'"
+    assert (err.value.path, err.value.line_no) == (str(db), 0)
+    assert err.value.reason == (
+        "an SQLite database (LMT's own tables, as pytokio keeps them), not the CSV export of it "
+        f"that iolens reads for LMT; write the CSV with: {command} and give iolens that file "
+        "(an lmt drop reads *.csv)"
+    )
+    assert str(err.value) == f"{db}: {err.value.reason}"
+    subprocess.run(command, shell=True, check=True, timeout=60)
+    assert csv.read_bytes() == (DATA / "lmtdb-reset.csv").read_bytes()
+    # only a file's first line can show it: fed from line 2 on, such bytes are bad lines
+    [bad] = list(parse_lmt_csv([db.read_bytes()[:16]], str(db), first_line_no=2))
+    assert isinstance(bad, ParseError) and bad.line_no == 2
+
+
 def test_resuming_with_the_header_as_cursor_gives_the_same_records() -> None:
     lines = (DATA / "snx11025_2018-01-28.csv").read_text().splitlines()
     whole = list(parse_lmt_csv(lines, "f"))
