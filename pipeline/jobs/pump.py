@@ -18,6 +18,7 @@ import shutil
 import threading
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from pipeline.records import LineRef
 from pipeline.shippers.discovery import FileSet
 from pipeline.shippers.formats.base import Shipper, Tail
 from pipeline.shippers.results import BadLine, LineResult, Released
-from pipeline.shippers.tailer import LineTooLong, TailChunk
+from pipeline.shippers.tailer import LineTooLong, TailChunk, read_last_line
 from pipeline.sink.disk import is_disk_full
 from pipeline.sink.documents import DocContext
 from pipeline.sink.sender import AsyncSink
@@ -86,6 +87,8 @@ class Pump:
         self.stopping = threading.Event()
         """Set: reading stops between chunks (the rest is read next time)."""
         self.read_keys: set[str] = set()
+        self._unended_said: set[str] = set()
+        self._bad_lines: Counter[str] = Counter()
         """Files of which lines were read."""
 
     def shipper_of(self, tail: Tail) -> Shipper:
@@ -113,6 +116,7 @@ class Pump:
                 continue
             if not chunk.lines:
                 tail.exhausted = tail.compressed
+                self._unended(tail)
                 return n
             n += len(chunk.lines)
             if not self._ship_timed(tail, chunk, started):
@@ -148,6 +152,31 @@ class Pump:
                 return chunk if self._same_file(tail) else None
             return None
         return None
+
+    def _unended(self, tail: Tail) -> None:
+        """At the end of ``iolens run --once``, say (once per file) that an export's last line
+        has no line end and is not read: a writer may still be writing it, and it is read once
+        it ends (see :attr:`Shipper.final_line`)."""
+        shipper = self.shipper_of(tail)
+        if not (shipper.final_line and shipper.ctx.once) or tail.compressed:
+            return
+        if tail.key in self._unended_said:
+            return
+        try:
+            chunk = read_last_line(tail.path, tail.offset)
+        except OSError:
+            return
+        if chunk.lines:
+            self._unended_said.add(tail.key)
+            log.warning(
+                "%s: the last line (line %d, bytes %d to %d) has no line end and is not read: a "
+                "line still being written ends like this; if the file is complete, end it with "
+                "a newline and run again",
+                tail.path,
+                tail.line_no + 1,
+                tail.offset,
+                chunk.next_offset,
+            )
 
     def _reopened(self, tail: Tail) -> bool:
         """After ``ESTALE``: whether ``tail.path``, opened again, is still the tail's file (a
@@ -237,7 +266,15 @@ class Pump:
             waiting = f"bad lines to keep (line {ref.line_no} of {ref.path} first)"
             self.sink.disk.full("bad lines", self.sink.deadletters.inputs_path, waiting)
             return False
-        log.warning("%s (kept in the dead-letter area)", bad.error)
+        self._bad_lines[ref.path] += 1
+        if self._bad_lines[ref.path] == 1:
+            log.warning(
+                "%s (kept in the dead-letter area; more bad lines of this file are counted and "
+                "said at the end of the run)",
+                bad.error,
+            )
+        else:
+            log.debug("%s (kept in the dead-letter area)", bad.error)
         self.sink.disk.ok("bad lines")
         return True
 
@@ -245,11 +282,26 @@ class Pump:
         """Let quiet files go of what they hold, and formats ship what is due without new
         lines (workload model snapshots); everything, when ``final``."""
         now = self.clock()
+        if final:
+            self._say_bad_lines()
         tails = list(self.files.tails.values())
         for shipper in self.files.shippers.values():
             mine = [t for t in tails if self.shipper_of(t) is shipper]
             for idled in shipper.idle(mine, now, final):
                 self._released(idled.key, idled.released)
+
+    def _say_bad_lines(self) -> None:
+        """Per file with more than one, how many bad lines were kept (each file's first was
+        logged as it came)."""
+        for path, n in sorted(self._bad_lines.items()):
+            if n > 1:
+                log.warning(
+                    "%s: %d bad lines in all, kept in the dead-letter area (iolens deadletter "
+                    "list)",
+                    path,
+                    n,
+                )
+        self._bad_lines.clear()
 
     def _released(self, key: str | None, rel: Released) -> None:
         if key is not None:

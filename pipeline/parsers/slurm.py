@@ -212,7 +212,7 @@ class SacctHeader:
                 path,
                 line_no,
                 f"sacct header without {names} (run sacct --parsable2 --format={SACCT_FORMAT});"
-                " rows up to the next header are skipped",
+                " its rows up to the next header are dead-lettered",
             )
         return cls(line, len(fields), trailing, pos)
 

@@ -146,7 +146,8 @@ class SadfHeader:
                 path,
                 line_no,
                 f"header without the disk columns {', '.join(missing)} (another activity's "
-                f"block? convert with sadf -d -- -d); rows up to the next header are skipped",
+                f"block? convert with sadf -d -- -d); its rows up to the next header are "
+                "dead-lettered",
             )
         keys = (pos["hostname"], pos["interval"], pos["timestamp"], pos["DEV"])
         return cls(line, len(columns), keys, tuple(metrics))

@@ -5,7 +5,7 @@ earlier chunk: :attr:`HeaderedLines.header_line` is that header's text, to persi
 file offset and pass back on resume. A later line that is itself a header (several exports
 appended to one file) replaces it. Subclasses say what a header is, how to read it and how to
 read a row; this class does the decoding, the blank lines, rows before any header and rows
-under a header that could not be read. No I/O.
+under a header that could not be read (each an error: every row is indexed or kept). No I/O.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class HeaderedLines(Generic[H, R]):
         self.header_line = header_line
         self._header: H | None = None
         self._foreign = False
+        self._foreign_at = 0
         if header_line is not None:
             try:
                 self._header = self.parse_header(header_line, 0)
@@ -78,8 +79,8 @@ class HeaderedLines(Generic[H, R]):
     def feed(self, lines: Iterable[bytes | str], first_line_no: int) -> Iterator[R | ParseError]:
         """Parse consecutive lines; a bad line yields its :class:`ParseError` and parsing goes on.
 
-        Empty lines are skipped. The rows under a header lacking a required column are skipped;
-        the header yields the one error for them.
+        Empty lines are skipped. A header lacking a required column yields its error, and each
+        row under it an error naming that header's line (so that every row is kept).
 
         Args:
             lines: lines without their ``\\n`` (bytes are decoded as UTF-8; a final ``\\r`` is
@@ -110,14 +111,17 @@ class HeaderedLines(Generic[H, R]):
         try:
             self._header, self._foreign = self.parse_header(line, line_no), False
         except ParseError as err:
-            self._header, self._foreign = None, True
+            self._header, self._foreign, self._foreign_at = None, True, line_no
             return err
         return None
 
     def _take_row(self, line: str, line_no: int) -> R | ParseError | None:
         """A data line under the header in force: its record, its error or None (skipped)."""
         if self._foreign:
-            return None
+            where = f"line {self._foreign_at}" if self._foreign_at else "an earlier read"
+            return ParseError(
+                self.path, line_no, f"row under a header that could not be read ({where})"
+            )
         try:
             if self._header is None:
                 return self.parse_headless(line, line_no)

@@ -83,17 +83,24 @@ def convert_sadc(
             out = _converted(name, argv, work_dir, sadf=sadf, timeout_s=timeout_s, run=run)
         except ParseError as failed:
             raise ParseError(name, 0, f"{failed.reason} [{err.reason}]") from None
-    if not any(line and not line.startswith(b"#") for line in out.splitlines()):
-        newer = newer_than_sadf(name, sadf)
-        raise ParseError(
-            name,
-            0,
-            newer
-            or "sadf printed nothing for it (no record after the "
-            "file header: cut short, or not a file of disk statistics)",
-        )
+    _refuse_empty(out, name, sadf)
     _warn_if_foreign(out, name, local_host if local_host is not None else os.uname().nodename)
     return out
+
+
+def _refuse_empty(out: bytes, name: str, sadf: str) -> None:
+    """Never read a file sadf printed no row for as empty: say why.
+
+    Raises:
+        ParseError: no row (a newer sysstat wrote it, or it holds no record).
+    """
+    if any(line and not line.startswith(b"#") for line in out.splitlines()):
+        return
+    why = newer_than_sadf(name, sadf) or (
+        "sadf printed nothing for it (no record after the file header: cut short, or not a "
+        "file of disk statistics)"
+    )
+    raise ParseError(name, 0, why)
 
 
 def _hint(reason: str) -> str:

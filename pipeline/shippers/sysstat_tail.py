@@ -274,6 +274,21 @@ class SysstatTail:
             ref, tuple(docs), pending=sum(1 for r in records if isinstance(r, DiskSample))
         )
 
+    def flush_open(self, ctx: DocContext, created_ms: float) -> tuple[Document, ...]:
+        """The documents of every target interval still open (each LUN's last, partial where
+        it is not full): a ``sadf -d`` CSV's end when the run ends (``iolens run --once``). A
+        partial interval ends at its last sample; if the file grows later, the rest of that
+        interval becomes a document of its own, as after a gap, so nothing is counted twice."""
+        if self.compressed or self._down is None:
+            return ()
+        return tuple(
+            diskio_document(ctx, s, self._take_refs(s), created_ms) for s in self._down.flush()
+        )
+
+    def held_lines(self) -> int:
+        """Lines whose samples wait in an open target interval."""
+        return sum(len(q) for q in self._refs.values())
+
     def _take_refs(self, s: DiskSample) -> tuple[LineRef, ...]:
         """The lines whose samples the downsampled ``s`` holds (ends up to ``s.end_s``)."""
         queue = self._refs[(s.host, s.device)]

@@ -138,6 +138,27 @@ def read_complete_lines(
     return split_complete_lines(data, offset)
 
 
+def read_last_line(path: str | os.PathLike[str], offset: int) -> TailChunk:
+    """The last line of a complete file when it has no line end (an export written without a
+    final newline): the bytes from ``offset`` to the end, as one line; no lines when there are
+    none, or when they hold a line end (complete lines are :func:`read_complete_lines`').
+
+    Args:
+        path: a plain file taken to be complete (``iolens run --once``).
+        offset: where the complete lines end (the tail's offset).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(os.fspath(path), "rb") as f:
+        f.seek(offset)
+        data = f.read(MAX_LINE_BYTES + 1)
+    if not data.strip() or b"\n" in data or len(data) > MAX_LINE_BYTES:
+        return TailChunk((), (), offset)
+    end = offset + len(data)
+    return TailChunk((data.rstrip(b"\r"),), (end,), end)
+
+
 def _finish_long_line(
     f: IO[Any], data: bytes, path: str, offset: int, max_line_bytes: int
 ) -> bytes:

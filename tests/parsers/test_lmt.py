@@ -153,7 +153,7 @@ def test_bad_lines_name_file_line_and_reason_and_the_rest_is_parsed() -> None:
     ]
 
 
-def test_a_header_without_required_columns_skips_rows_until_the_next_header() -> None:
+def test_a_header_without_required_columns_dead_letters_rows_until_the_next_header() -> None:
     lines = [
         "TIMESTAMP,OST_NAME,READ_BYTES",
         "1524036915,fs-OST0001,1",
@@ -161,10 +161,12 @@ def test_a_header_without_required_columns_skips_rows_until_the_next_header() ->
         "1524036915,fs-OST0001,1,2",
     ]
     records = list(parse_lmt_csv(lines, "x"))
-    assert len(records) == 2
-    err, row = records
+    assert len(records) == 3
+    err, under, row = records
     assert isinstance(err, ParseError) and err.line_no == 1
     assert err.reason.startswith("LMT export header without WRITE_BYTES (export with: SELECT ")
+    assert isinstance(under, ParseError) and under.line_no == 2
+    assert under.reason == "row under a header that could not be read (line 1)"
     assert row == LmtSample(1524036915.0, "fs-OST0001", "fs", 1, 1, 2)
 
 

@@ -213,7 +213,7 @@ def test_bad_lines_name_file_line_and_reason_and_the_rest_is_parsed() -> None:
     assert str(errors[0]) == "/drop/sacct.txt:12: " + errors[0].reason
 
 
-def test_a_header_without_required_columns_skips_its_rows_until_the_next_header() -> None:
+def test_a_header_without_required_columns_dead_letters_its_rows_until_the_next_header() -> None:
     lines = [
         "JobID|User",
         "1|alice",
@@ -222,13 +222,17 @@ def test_a_header_without_required_columns_skips_its_rows_until_the_next_header(
         "3|Unknown|Unknown",
     ]
     records = list(parse_sacct(lines, "x"))
-    assert len(records) == 2
+    assert len(records) == 4
     assert isinstance(records[0], ParseError)
     assert (records[0].line_no, records[0].reason.split(" (")[0]) == (
         1,
         "sacct header without Start, End",
     )
-    assert records[1] == SlurmJob(id="3", job_id="3", display_id="3", step=None)
+    assert [(e.line_no, e.reason) for e in records[1:3] if isinstance(e, ParseError)] == [
+        (2, "row under a header that could not be read (line 1)"),
+        (3, "row under a header that could not be read (line 1)"),
+    ]
+    assert records[3] == SlurmJob(id="3", job_id="3", display_id="3", step=None)
 
 
 def test_rows_without_a_header_and_a_missing_trailing_pipe_are_errors() -> None:

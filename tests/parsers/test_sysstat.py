@@ -186,7 +186,7 @@ def test_header_carried_across_chunks() -> None:
     assert first + list(resumed.feed(lines[10:], 11)) == csv("sadf_d_d.csv")
 
 
-def test_block_of_another_activity_is_one_error() -> None:
+def test_block_of_another_activity_is_dead_lettered_row_by_row() -> None:
     # verbatim from `sadf -d sa_test -- -d -u` (CPU block first, then the disk block)
     lines = [
         "# hostname;interval;timestamp;CPU;%user;%nice;%system;%iowait;%steal;%idle",
@@ -196,10 +196,14 @@ def test_block_of_another_activity_is_one_error() -> None:
         "vm;1;2026-11-22 04:14:23 UTC;vda;195.00;1092.00;102352.00;4.00;530.50;0.35;1.78;7.60",
     ]
     recs = list(parse_sadf_csv(lines, "u", 1))
-    assert len(recs) == 2
+    assert len(recs) == 4
     assert isinstance(recs[0], ParseError) and recs[0].line_no == 1
     assert "DEV, tps, rkB/s" in recs[0].reason
-    assert recs[1] == csv("sadf_d_d.csv")[1]
+    assert [(e.line_no, e.reason) for e in recs[1:3] if isinstance(e, ParseError)] == [
+        (2, "row under a header that could not be read (line 1)"),
+        (3, "row under a header that could not be read (line 1)"),
+    ]
+    assert recs[3] == csv("sadf_d_d.csv")[1]
 
 
 @pytest.mark.parametrize(

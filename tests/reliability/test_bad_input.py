@@ -351,15 +351,15 @@ def test_fio_histogram_log(es_url: str, client: Elasticsearch, tmp_path: Path, c
 # -- sysstat: sadf -d CSV, sadf -j JSON, sadc binary ---------------------------------------------
 
 
-def finished_intervals(lines: Sequence[bytes]) -> int:
-    """Intervals a tail indexes of these ``sadf -d`` lines: the downsampler's finished ones
-    (the last stays open for more lines)."""
+def once_intervals(lines: Sequence[bytes]) -> int:
+    """Intervals ``iolens run --once`` indexes of these ``sadf -d`` lines: the downsampler's
+    finished ones, then each device's last one, delivered as the run ends."""
     ds = Downsampler(15)
     n = 0
     for rec in parse_sadf_csv(lines, "reference"):
         assert not isinstance(rec, ParseError)
         n += len(ds.add(rec))
-    return n
+    return n + len(ds.flush())
 
 
 def sadf_shift(line: bytes, seconds: int) -> bytes:
@@ -439,7 +439,7 @@ def sadf_cases() -> Iterator[Any]:
 def test_sadf_csv(es_url: str, client: Elasticsearch, tmp_path: Path, case: Case) -> None:
     out = ingest(es_url, client, tmp_path, "sadf", {"vm_sadf_d.csv": case.data})
     check_letters(out, tmp_path / "drop" / "vm_sadf_d.csv", case)
-    assert out.count("metrics-sysstat.diskio") == finished_intervals(case.good)
+    assert out.count("metrics-sysstat.diskio") == once_intervals(case.good)
     assert out.duplicates() == 0
 
 
@@ -1052,7 +1052,7 @@ def test_file_growing_while_read_is_indexed_once(
         lines = {"fio": FIO, "sadf": SADF, "slurm": SACCT, "lmt": LMT}[what]
         expected = {
             "fio": len(FIO),
-            "sadf": finished_intervals(SADF),
+            "sadf": once_intervals(SADF),
             "slurm": len(SACCT) - 1,
             "lmt": lmt_intervals(LMT),
         }[what]

@@ -11,17 +11,20 @@ nothing, every other line a document or a dead letter):
 * ``header``: a header line that names the required columns (it is kept in the cursor);
 * ``priming`` (LMT): an OST's first accepted sample: its counters only start the OST's first
   interval, whose document the OST's next sample closes (``pipeline.reducers.lmt``);
-* ``repeat`` (LMT): an exact repeat (time and both counters) of the OST's last sample;
-* ``under rejected header``: a row after a header that lacks a required column. The header is
-  dead-lettered ("rows up to the next header are skipped"), the rows themselves are neither
-  indexed nor dead-lettered: a known gap in conservation, pinned down by
-  :func:`test_rows_under_a_rejected_header_are_dead_lettered` (strict xfail) and counted apart
-  here so that the property covers every other line.
+* ``repeat`` (LMT): an exact repeat (time and both counters) of the OST's last sample.
+
+A row under a header that cannot be read (a required column missing, or one twice) is a dead
+letter of its own, naming that header's line
+(:func:`test_rows_under_a_rejected_header_are_dead_lettered`).
 
 The tail tests read the damaged file through :class:`~pipeline.shippers.table_tail.TableTail`
 in chunks of a drawn size, optionally restarting the tail from its stored cursor after each
 chunk (a restart between commits). The end-to-end test runs the main job once (``iolens run
 --once``) on a drop directory against the session's embedded server.
+
+``sadf -d`` CSV (:func:`test_sadf_tail`) is read line by line too, but its samples become
+documents of 15 s intervals: each line is a dead letter, a line that carries no sample, or a
+sample that ends in exactly one document once the file's last intervals are delivered.
 
 Inputs: ``tests/data/slurm/sacct_4478544.txt`` (a header and 11 rows) and the first 40 lines of
 ``tests/data/lmt/snx11025_2018-01-28.csv`` (a header, 24 OSTs at 00:00:00 and 15 at 00:00:05),
@@ -48,18 +51,17 @@ from pipeline.parsers.errors import ParseError
 from pipeline.parsers.lmt import LmtCsvParser, LmtSample
 from pipeline.shippers.registry import Registry
 from pipeline.shippers.results import LineResult
+from pipeline.shippers.sysstat_tail import SysstatTail
 from pipeline.shippers.table_tail import TableKind, TableTail
 from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.documents import DocContext
 from pipeline.sink.search import refresh
 from tests.reliability.test_bad_input import make_settings, text
-from tests.reliability.test_fuzz_parsers import FUZZ, LMT, SACCT, damaged
+from tests.reliability.test_fuzz_parsers import FUZZ, LMT, SACCT, SADF, damaged
 
 pytestmark = pytest.mark.reliability
 
 BLANK, HEADER, PRIMING, REPEAT = "blank", "header", "priming", "repeat"
-UNDER_REJECTED = "under rejected header"
-"""Not a rule of the format: the known gap (see the module docstring)."""
 
 CTX = DocContext(namespace="conservation", agent_name="test")
 PIPE = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -117,7 +119,6 @@ def silent_lines(fmt: Format, lines: Sequence[bytes]) -> dict[int, str]:
     letter (see the module docstring); lines not named must yield one or the other."""
     out: dict[int, str] = {}
     header: str | None = None
-    rejected = False
     last: dict[str, tuple[float, int, int]] = {}
     for n, raw in enumerate(lines, start=1):
         line = decoded(raw)
@@ -126,11 +127,10 @@ def silent_lines(fmt: Format, lines: Sequence[bytes]) -> dict[int, str]:
         if not line.strip():
             out[n] = BLANK
         elif fmt.is_header(line):
-            rejected = not valid_header(fmt, line)
-            if not rejected:
+            if valid_header(fmt, line):
                 header, out[n] = line, HEADER
-        elif rejected:
-            out[n] = UNDER_REJECTED
+            else:
+                header = None  # the rows under it are dead letters
         elif header is not None and fmt.kind == "lmt":
             rule = lmt_rule(header, raw, last)
             if rule is not None:
@@ -192,21 +192,7 @@ def check_tail(
         end += len(raw) + 1
         assert res.ref.end_offset == end
         check_line(res, n, raw, str(path), silent.get(n))
-    check_rejected_headers(fmt, lines, results, silent)
     return silent
-
-
-def check_rejected_headers(
-    fmt: Format, lines: list[bytes], results: list[LineResult], silent: dict[int, str]
-) -> None:
-    """The known gap is what it is said to be: a row counted ``under rejected header`` follows
-    a header line that was dead-lettered (its reason says the rows are skipped when a required
-    column is missing, not when a column appears twice)."""
-    for n, rule in silent.items():
-        if rule == UNDER_REJECTED:
-            m = max(i for i in range(1, n) if fmt.is_header(decoded(lines[i - 1]) or ""))
-            bad = results[m - 1].bad
-            assert bad is not None and bad.error.line_no == m, (n, m, results[m - 1])
 
 
 def events(silent: dict[int, str]) -> None:
@@ -340,15 +326,9 @@ def test_main_job_sacct(
     assert run.committed == len(data)
 
 
-# -- known conservation gaps (strict: they fail loudly once fixed) ----------------------------
+# -- rows under a rejected header, a last row without a line end -------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rows under a sacct/LMT header that cannot be read (a required column missing, or "
-    "one twice) are skipped: only the header is dead-lettered, the rows are neither indexed "
-    "nor dead-lettered, and their offsets are committed (HeaderedLines._take_row)",
-)
 @pytest.mark.parametrize(
     "header",
     [SACCT[0][:25], SACCT[0] + b"|JobIDRaw"],
@@ -357,24 +337,79 @@ def test_main_job_sacct(
 def test_rows_under_a_rejected_header_are_dead_lettered(
     es_url: str, es: Elasticsearch, tmp_path: Path, header: bytes
 ) -> None:
-    # b"JobID|JobIDRaw|User|JobNa" lacks Start and End; the other names JobIDRaw twice (its
-    # dead letter does not even say that the rows under it are skipped)
+    # b"JobID|JobIDRaw|User|JobNa" lacks Start and End; the other names JobIDRaw twice
     data = text([header, *SACCT[1:]])
     run = run_main_job(es_url, es, tmp_path, data)
     assert run.committed == len(data)
-    assert run.indexed == 0 and 1 in run.dead_lines
+    assert run.indexed == 0
     assert sorted(run.dead_lines) == list(range(1, len(SACCT) + 1))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, being fixed in the tail framing: a last row without a final newline is "
-    "never read by a run, even of a stable file, so it is neither indexed nor dead-lettered",
-)
-def test_last_row_without_final_newline_is_indexed(
-    es_url: str, es: Elasticsearch, tmp_path: Path
+def test_last_row_without_final_newline_is_said_not_lost(
+    es_url: str, es: Elasticsearch, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A line without a line end may still be being written: ``run --once`` does not read it
+    (nor commit past it) but says so, and reads it once it ends."""
     data = b"\n".join(SACCT)  # 12 lines, the last (step 4478544.7) without "\n"
-    run = run_main_job(es_url, es, tmp_path, data)
+    with caplog.at_level("WARNING", logger="pipeline.jobs.pump"):
+        run = run_main_job(es_url, es, tmp_path, data)
     assert run.dead_lines == [] and run.dead_docs == 0
-    assert run.indexed == len(SACCT) - 1
+    assert run.indexed == len(SACCT) - 2  # the header, and the last row, not yet
+    assert run.committed == len(data) - len(SACCT[-1])
+    said = [r.getMessage() for r in caplog.records if "no line end" in r.getMessage()]
+    assert said == [
+        f"{tmp_path / 'drop' / 'sacct.txt'}: the last line (line 12, bytes {run.committed} to "
+        f"{len(data)}) has no line end and is not read: a line still being written ends like "
+        "this; if the file is complete, end it with a newline and run again"
+    ]
+
+
+# -- sadf -d CSV: lines become samples, samples become downsampled documents -------------------
+
+
+SADF_LINES = [b"vm;-1;2026-11-22 04:23:23 UTC;LINUX-RESTART\t(2 CPU)", *SADF]
+"""A restart row (as sadf prints a file sadc started at boot), then the first 40 lines of a real
+recording."""
+
+
+def sadf_rule(line: str | None) -> str | None:
+    """Lines of ``sadf -d`` that carry no sample: blank, a header naming the disk columns, a
+    restart or COM row (interval -1); None for any other line."""
+    if line is None:
+        return None
+    if not line.strip():
+        return BLANK
+    fields = line.split(";")
+    if line.startswith("#"):
+        return HEADER if {"DEV", "tps", "%util"} <= {f.strip() for f in fields} else None
+    marker = len(fields) >= 4 and fields[1] == "-1"
+    if marker and (fields[3].startswith("LINUX-RESTART") or fields[3].startswith("COM ")):
+        return "marker"
+    return None
+
+
+@FUZZ
+@given(lines=damaged(SADF_LINES), chunk=CHUNKS)
+def test_sadf_tail(scratch: Path, lines: list[bytes], chunk: int) -> None:
+    """Each line is a dead letter, a line that carries no sample, or one sample held for a
+    document; at the run's end every held sample is in exactly one document."""
+    lines = file_lines(lines)
+    path = scratch / "vm_sadf_d.csv"
+    path.write_bytes(text(lines))
+    tail = SysstatTail("key", str(path), "sadf", 15.0)
+    results: list[LineResult] = []
+    while (got := tail.read(chunk)).lines:
+        results += tail.process(got, CTX, 0.0)
+    assert [r.ref.line_no for r in results] == list(range(1, len(lines) + 1))
+    docs = [d for r in results for d in r.docs] + list(tail.flush_open(CTX, 0.0))
+    in_docs = Counter(ref.line_no for d in docs for ref in d.refs)
+    for n, (raw, res) in enumerate(zip(lines, results, strict=True), start=1):
+        rule = sadf_rule(decoded(raw))
+        if res.bad is not None:
+            assert (res.bad.error.path, res.bad.error.line_no) == (str(path), n)
+            assert res.bad.raw == raw and not res.pending and in_docs[n] == 0
+        elif res.pending:
+            assert res.pending == 1 and in_docs[n] == 1, (n, raw)  # never neither, never twice
+        else:
+            assert rule is not None and in_docs[n] == 0, (n, raw, res)
+            event(rule)

@@ -233,7 +233,7 @@ def test_sadc_reader(tmp_path_factory: pytest.TempPathFactory) -> None:
             csv = convert_sadc(path)
         except ParseError as err:  # the file is quarantined whole
             assert (err.path, err.line_no) == (str(path), 0)
-            assert err.reason.startswith("sadf exited with status")
+            assert "sadf" in err.reason  # its message, or why it cannot read the file
             return
         lines = csv.splitlines()
         _good, bad = consume(parse_sadf_csv(lines, str(path)))

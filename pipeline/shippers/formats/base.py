@@ -147,6 +147,10 @@ class Shipper(ABC):
     whole_file: ClassVar[bool] = False
     """Files are read whole (binary), so any non-empty head identifies them."""
 
+    final_line: ClassVar[bool] = False
+    """Files are exports: at the end of ``iolens run --once`` a last line without a line end is
+    a line (a file written without a final newline), not an incomplete one."""
+
     rotated_copies: ClassVar[bool] = True
     """Files are logs that logrotate may copy (``copytruncate``): a new file may continue one
     read before (:func:`pipeline.shippers.rotation.adopt_rotated`)."""

@@ -13,6 +13,7 @@ class SlurmShipper(Shipper):
     """Slurm ``sacct`` exports; times in the drop's time zone (``drops[].tz``)."""
 
     kind: TableKind = "slurm"
+    final_line = True
 
     def open(self, file: NewFile) -> Tail:
         """A tail on a table export."""
