@@ -75,6 +75,7 @@ stop: $(STAMP)
 bench: $(STAMP) sysdeps
 	$(BIN)/python bench/fio_hist.py
 	$(BIN)/python bench/peer_diagnosis.py
+	$(BIN)/python bench/sysstat_variants.py
 	$(BIN)/python bench/darshan_ingest.py
 	$(BIN)/python bench/requests.py
 	$(BIN)/python bench/service_rate.py

@@ -38,8 +38,11 @@ FULL_TOLERANCE = 1e-6
 """Relative difference from the interval within which a downsampled sample counts as full."""
 
 
-def sniff(data: bytes) -> str:
-    """``json``, ``csv`` or ``sadc`` from the first bytes of a file (4 KiB are enough)."""
+def sniff(data: bytes, name: str = "") -> str:
+    """``json``, ``csv`` or ``sadc`` from the first bytes of a file (4 KiB are enough); an
+    empty file is what its name says (``.json``, else CSV: never handed to sadf)."""
+    if not data.strip():
+        return "json" if name.endswith(".json") else "csv"
     head = data.lstrip()[:1]
     if head == b"{":
         return "json"
@@ -60,7 +63,7 @@ def read_samples(path: Path) -> tuple[list[DiskSample | RestartMark], list[Parse
         ConfigError: sadf is not installed.
     """
     data = path.read_bytes()
-    kind = sniff(data)
+    kind = sniff(data, path.name)
     if kind == "json":
         parsed = list(parse_sadf_json(data, str(path)))
     elif kind == "csv":
@@ -117,7 +120,7 @@ def load(paths: Iterable[Path], interval_s: float) -> Recording:
 
 def _sniff_file(path: Path) -> str:
     with path.open("rb") as f:
-        return sniff(f.read(4096))
+        return sniff(f.read(4096), path.name)
 
 
 def load_lines(paths: Iterable[Path], interval_s: float) -> Recording:

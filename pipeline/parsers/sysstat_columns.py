@@ -150,6 +150,8 @@ class Reader:
         """
         with path.open("rb") as f:
             first = self._leading_marks(f, path)
+            if not first:
+                return
             line = first.decode("utf-8", "replace").rstrip("\r\n")
             try:
                 header = SadfHeader.parse(line, str(path), 1)
@@ -171,7 +173,8 @@ class Reader:
 
     def _leading_marks(self, f: BinaryIO, path: Path) -> bytes:
         """Take the ``LINUX-RESTART`` and ``COM`` rows sadf prints before a file's first header
-        (a file sadc started at boot, as ``sa1 --boot`` does) and return that header line.
+        (a file sadc started at boot, as ``sa1 --boot`` does) and return that header line (empty
+        when the file has none and holds nothing else).
 
         Raises:
             Unsupported: the file does not start with such rows and a ``#`` header.
@@ -179,9 +182,11 @@ class Reader:
         parser = SadfCsvParser(str(path))
         for line_no in count(1):
             line = f.readline(1 << 16)
+            if not line:
+                return b""  # empty, or restart and comment rows only: no rows
             if line.startswith(b"#"):
                 return line
-            if not line or not line.endswith(b"\n"):
+            if not line.endswith(b"\n"):
                 break
             for rec in parser.feed([line], line_no):
                 if not isinstance(rec, RestartMark):

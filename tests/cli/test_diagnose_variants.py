@@ -182,3 +182,16 @@ def test_sadf_12_8_json_of_sysstats_test_suite_reads_every_disk_object() -> None
     s = samples[1]
     assert (s.host, s.device, s.end_s, s.interval_s) == ("SYSSTAT.TEST", "dev8-1", 1555593619.0, 31)
     assert (s.tps, s.read_kb_per_s, s.await_ms) == (first["tps"], first["rkB"], first["await"])
+
+
+def test_empty_csv_is_not_handed_to_sadf(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    capsys.readouterr()
+    assert main(["train", "-o", str(tmp_path / "t.json"), str(empty)]) == 2
+    assert messages(capsys) == [
+        "cannot train thresholds: no disk samples read (0 line(s) or part(s) rejected): "
+        "nothing to compare"
+    ]
