@@ -74,6 +74,7 @@ class SysstatTail:
     )
     _covered: dict[tuple[str, str], Coverage] = field(default_factory=dict)
     _rejection: ParseError | None = None
+    _coarse: set[str] = field(default_factory=set)
 
     @property
     def compressed(self) -> bool:
@@ -221,6 +222,7 @@ class SysstatTail:
         assert self._down is not None
         docs: list[Document] = []
         for r in good:
+            self._say_coarse(r)
             docs += [diskio_document(ctx, s, (ref,), created_ms) for s in self._down.add(r)]
         docs += [diskio_document(ctx, s, (ref,), created_ms) for s in self._down.flush()]
         return tuple(docs)
@@ -265,6 +267,7 @@ class SysstatTail:
         for rec in records:
             if isinstance(rec, ParseError):
                 continue
+            self._say_coarse(rec)
             finished = self._down.add(rec)
             if isinstance(rec, DiskSample):
                 self._refs[(rec.host, rec.device)].append((rec.end_s, ref))
@@ -288,6 +291,26 @@ class SysstatTail:
     def held_lines(self) -> int:
         """Lines whose samples wait in an open target interval."""
         return sum(len(q) for q in self._refs.values())
+
+    def _say_coarse(self, rec: DiskSample | RestartMark) -> None:
+        """Say once per host that its samples are coarser than the downsampling interval: they
+        are indexed as they are, and only ``iolens diagnose`` compares them."""
+        if not isinstance(rec, DiskSample) or rec.interval_s <= self.interval_s:
+            return
+        if rec.host in self._coarse:
+            return
+        self._coarse.add(rec.host)
+        log.warning(
+            "%s: %s samples every %g s, coarser than the downsampling interval (peer.downsample_s "
+            "= %g s): indexed at %g s; the scheduled peer comparison compares %g s samples only "
+            "(iolens diagnose compares these at their own interval)",
+            self.path,
+            rec.host,
+            rec.interval_s,
+            self.interval_s,
+            rec.interval_s,
+            self.interval_s,
+        )
 
     def _take_refs(self, s: DiskSample) -> tuple[LineRef, ...]:
         """The lines whose samples the downsampled ``s`` holds (ends up to ``s.end_s``)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,32 @@ def test_sadc_binary_files_are_converted_and_flushed(
     assert {k[0] for k in docs} >= {"vda"}
     again = run_once(make_settings(es_url, drop, tmp_path / "state", ns, "sadc"), client)
     assert again.lines == 0
+
+
+def test_samples_coarser_than_the_target_are_indexed_as_they_are_and_said_once(
+    es_url: str, client: Elasticsearch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``sadf -d -U peer_fault.sa 60 -- -d -p`` (60 s samples, as sa1's 600 s files are coarse)."""
+    if shutil.which("sadf") is None:
+        pytest.fail("sadf not found: run `make test` (installs sysstat)")
+    sa = Path(__file__).resolve().parents[1] / "data" / "sysstat" / "peer_fault.sa"
+    env = {"TZ": "UTC", "LC_ALL": "C", "PATH": "/usr/bin:/bin"}
+    argv = ["sadf", "-d", "-U", str(sa), "60", "--", "-d", "-p"]
+    csv = subprocess.run(argv, check=True, capture_output=True, env=env).stdout
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "vm_sadf_d.csv").write_bytes(csv)
+    ns = f"sys{uuid.uuid4().hex[:8]}"
+    with caplog.at_level("WARNING", logger="pipeline.shippers.sysstat_tail"):
+        summary = run_once(make_settings(es_url, drop, tmp_path / "state", ns, "sadf"), client)
+    assert summary.bad_lines == 0
+    said = [r.getMessage() for r in caplog.records if "coarser" in r.getMessage()]
+    assert said == [
+        f"{drop / 'vm_sadf_d.csv'}: vm samples every 60 s, coarser than the downsampling "
+        "interval (peer.downsample_s = 15 s): indexed at 60 s; the scheduled peer comparison "
+        "compares 15 s samples only (iolens diagnose compares these at their own interval)"
+    ]
+    docs = indexed(client, ns)
+    rows = [line for line in csv.splitlines() if not line.startswith(b"#")]
+    assert len(docs) == len(rows) == 9 * 7  # every sample, once
+    assert {d["interval_s"] for d in docs.values()} == {60.0}
