@@ -1,10 +1,10 @@
 """sadc files of older sysstat releases, read by this host's sadf (Debian's 12.6.1).
 
-``tests/data/sysstat/versions`` (README there): files written by the sadc of sysstat 11.2.0,
-11.6.1 (format 0x2173, converted with ``sadf -c``) and 12.2.0 (0x2175, read directly), each
-with the CSV its own release's sadf printed. Every sample must come out as the writer's sadf
-printed it (the 11.2.0 one in 512-byte sectors, converted here), and a sadc drop holding them
-must index every sample and dead-letter nothing.
+``tests/data/sysstat/versions`` (README there): files written by the sadc of sysstat 10.2.0
+(format 0x2171), 11.2.0, 11.6.1 (0x2173; both formats converted with ``sadf -c``) and 12.2.0
+(0x2175, read directly), each with the CSV its own release's sadf printed. Every sample must
+come out as the writer's sadf printed it (10.2.0's and 11.2.0's in 512-byte sectors, converted
+here), and a sadc drop holding them must index every sample and dead-letter nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.search import refresh
 
 VERSIONS = Path(__file__).resolve().parents[1] / "data" / "sysstat" / "versions"
-FILES = {"11.2.0": 0x2173, "11.6.1": 0x2173, "12.2.0": 0x2175}
+FILES = {"10.2.0": 0x2171, "11.2.0": 0x2173, "11.6.1": 0x2173, "12.2.0": 0x2175}
 
 
 def samples(csv: bytes, name: str) -> list[DiskSample]:
@@ -62,7 +62,7 @@ def test_every_sample_as_the_writers_own_sadf_printed_it(
         for name in DISK_METRICS:
             if name == "discard_kb_per_s" and version < "12":
                 continue  # not counted before sysstat 12.1.2: 0 here, as iolens reads it
-            # both printed with 2 decimals; 11.2.0's in sectors (halved to kB here)
+            # both printed with 2 decimals; 10.2.0's and 11.2.0's in sectors (halved to kB here)
             assert getattr(a, name) == pytest.approx(getattr(b, name), abs=0.0051), (a, name)
     assert any(s.write_kb_per_s > 10_000 for s in ours)  # the dd during the recording
     assert list(tmp_path.iterdir()) == []  # sadf -c's copy deleted
@@ -92,10 +92,11 @@ def test_a_sadc_drop_of_older_releases_indexes_every_sample(
     )
     with MainJob(settings, client) as job:
         summary = job.run_once()
-    assert (summary.files, summary.bad_lines, summary.bad_files) == (3, 0, 0)
+    assert (summary.files, summary.bad_lines, summary.bad_files) == (4, 0, 0)
     assert list(DeadLetters(tmp_path / "state" / "deadletter").iter_inputs()) == []
     index = f"metrics-sysstat.diskio-{ns}"
     refresh(client, index)
-    # 13 disks x 15 s intervals: 11.2.0's samples end 1795819239..243 (one interval, to
-    # ...245), 11.6.1's 244..248 (two: to ...245 and ...260), 12.2.0's 249..253 (one)
-    assert int(client.count(index=index)["count"]) == expected == 13 * (1 + 2 + 1)
+    # 13 disks x 15 s intervals: 10.2.0's samples end 1795819331..335 (one interval, to
+    # ...335), 11.2.0's 239..243 (one, to ...245), 11.6.1's 244..248 (two: to ...245 and
+    # ...260), 12.2.0's 249..253 (one)
+    assert int(client.count(index=index)["count"]) == expected == 13 * (1 + 1 + 2 + 1)

@@ -12,11 +12,14 @@ fetch() {  # fetch RELEASE PACKAGE -> extracted under $WORK/RELEASE
     curl -s -o "$WORK/$2_$1.deb" "$MIRROR/$file"
     dpkg-deb -x "$WORK/$2_$1.deb" "$WORK/$1"
 }
-fetch bionic libsensors4  # sadc 11.x links libsensors.so.4
+fetch bionic libsensors4  # sadc 10.x and 11.x link libsensors.so.4
 export LD_LIBRARY_PATH="$WORK/bionic/usr/lib/x86_64-linux-gnu"
-for pair in xenial:11.2.0 bionic:11.6.1 focal:12.2.0; do
+# trusty (sysstat 10.2.0) is no longer in the archive's dists, its package still in the pool
+curl -s -o "$WORK/sysstat_trusty.deb" "$MIRROR/pool/main/s/sysstat/sysstat_10.2.0-1_amd64.deb"
+dpkg-deb -x "$WORK/sysstat_trusty.deb" "$WORK/trusty"
+for pair in trusty:10.2.0 xenial:11.2.0 bionic:11.6.1 focal:12.2.0; do
     release=${pair%%:*} version=${pair#*:}
-    fetch "$release" sysstat
+    [ "$release" = trusty ] || fetch "$release" sysstat
     rm -f "sa_$version"
     # six records of every disk, 1 s apart, while 94 MiB are written with O_DIRECT
     (dd if=/dev/urandom of="$WORK/io" bs=64k count=1500 oflag=direct 2>/dev/null; sync) &
