@@ -223,6 +223,18 @@ class Downsampler:
             return False
         return None
 
+    def flush_complete(self) -> list[DiskSample]:
+        """Emit the open target intervals no later sample can add to: those whose last sample
+        ends at the interval's grid end. The device's next sample would close each on the grid
+        (a later one starts a new interval; one that overlaps is refused upstream), so this gives
+        the sample it would give, whenever the input ends. Others stay open."""
+        out = []
+        for host, streams in self._open.items():
+            for device, cur in list(streams.items()):
+                if abs(cur.last_end - cur.grid_end) <= 1e-9:
+                    out.append(self._close(host, device, early=False))
+        return out
+
     def flush(self) -> list[DiskSample]:
         """Emit every open target interval (partial ones end at their last sample's end)."""
         return [out for host in list(self._open) for out in self._close_host(host)]

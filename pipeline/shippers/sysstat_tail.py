@@ -277,19 +277,24 @@ class SysstatTail:
             ref, tuple(docs), pending=sum(1 for r in records if isinstance(r, DiskSample))
         )
 
-    def flush_open(self, ctx: DocContext, created_ms: float) -> tuple[Document, ...]:
-        """The documents of every target interval still open (each LUN's last, partial where
-        it is not full): a ``sadf -d`` CSV's end when the run ends (``iolens run --once``). A
-        partial interval ends at its last sample; if the file grows later, the rest of that
-        interval becomes a document of its own, as after a gap, so nothing is counted twice."""
+    def flush_complete(self, ctx: DocContext, created_ms: float) -> tuple[Document, ...]:
+        """The documents of the open target intervals no later line can add to (each LUN's
+        last, when its last sample ends on the grid: :meth:`Downsampler.flush_complete`), for
+        the end of ``iolens run --once``. The document is the one the next line would have
+        made, so reading on later gives no other."""
         if self.compressed or self._down is None:
             return ()
         return tuple(
-            diskio_document(ctx, s, self._take_refs(s), created_ms) for s in self._down.flush()
+            diskio_document(ctx, s, self._take_refs(s), created_ms)
+            for s in self._down.flush_complete()
         )
 
+    def held(self) -> list[LineRef]:
+        """The lines whose samples wait in an open target interval."""
+        return [ref for queue in self._refs.values() for _, ref in queue]
+
     def held_lines(self) -> int:
-        """Lines whose samples wait in an open target interval."""
+        """How many lines :meth:`held` holds."""
         return sum(len(q) for q in self._refs.values())
 
     def _say_coarse(self, rec: DiskSample | RestartMark) -> None:

@@ -425,3 +425,21 @@ def test_hosts_are_independent(records_: list[DiskSample | RestartMark]) -> None
     ]
     key = lambda r: (r.host, r.device, r.end_s)  # noqa: E731
     assert sorted(together, key=key) == sorted(apart, key=key)
+
+
+def test_flush_complete_gives_what_the_next_sample_would_and_keeps_the_rest_open() -> None:
+    """At the end of a run: an interval whose last sample ends on the grid is closed as the
+    device's next sample would close it; one that later samples may still add to stays open."""
+    full = [sample(t, tps=float(t % 7)) for t in range(1, 16)]  # (0, 15]: ends on the grid
+    part = [sample(t, device="sdb", tps=2.0) for t in range(1, 11)]  # (0, 10] of (0, 15]
+    ds = Downsampler(15)
+    assert [out for s in full + part for out in ds.add(s)] == []
+    (done,) = ds.flush_complete()
+    ahead = Downsampler(15)
+    for s in [*full, sample(16.0)]:
+        closed = ahead.add(s)
+    assert closed == [done]
+    assert (done.device, done.end_s, done.interval_s) == ("vda", 15.0, 15.0)
+    assert ds.flush_complete() == []  # sdb's interval may still grow
+    (rest,) = ds.flush()
+    assert (rest.device, rest.end_s, rest.interval_s) == ("sdb", 10.0, 10.0)

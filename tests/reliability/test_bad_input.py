@@ -353,13 +353,13 @@ def test_fio_histogram_log(es_url: str, client: Elasticsearch, tmp_path: Path, c
 
 def once_intervals(lines: Sequence[bytes]) -> int:
     """Intervals ``iolens run --once`` indexes of these ``sadf -d`` lines: the downsampler's
-    finished ones, then each device's last one, delivered as the run ends."""
+    finished ones, then each device's last one where no later line can add to it."""
     ds = Downsampler(15)
     n = 0
     for rec in parse_sadf_csv(lines, "reference"):
         assert not isinstance(rec, ParseError)
         n += len(ds.add(rec))
-    return n + len(ds.flush())
+    return n + len(ds.flush_complete())
 
 
 def sadf_shift(line: bytes, seconds: int) -> bytes:

@@ -4,8 +4,6 @@ files (read whole) — see :mod:`pipeline.shippers.sysstat_tail`."""
 from __future__ import annotations
 
 import logging
-import math
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -33,34 +31,25 @@ class SadfShipper(Shipper):
 
     def idle(self, tails: Sequence[Tail], now_s: float, final: bool) -> Iterator[Idled]:
         """When the run ends, each CSV's open intervals (an interval ends with the first sample
-        after it): with ``--once``, a file unchanged for longer than the downsampling interval
-        is complete (its writer would have added the next sample by then), so they are
-        delivered; otherwise what is held is said, and read again at the next start."""
+        after it): with ``--once``, those no later line can add to are delivered (the last
+        interval of a recording that ends on the grid); what stays open is said, and read
+        again at the next start."""
         if not final:
             return
         for tail in tails:
             if not isinstance(tail, SysstatTail) or not tail.held_lines():
                 continue
-            if self.ctx.once and now_s - _mtime(tail.path) > tail.interval_s:
-                yield Idled(tail.key, Released(tail.flush_open(self.ctx.doc_ctx, now_s * 1000)))
-                continue
-            log.info(
-                "%s: %d line(s) of open %g s intervals are held (the file changed in the last "
-                "%g s: an interval ends with the next sample after it); they are read again at "
-                "the next start",
-                tail.path,
-                tail.held_lines(),
-                tail.interval_s,
-                tail.interval_s,
-            )
-
-
-def _mtime(path: str) -> float:
-    """Modification time (s), or infinitely recent when the file is gone."""
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return math.inf
+            if self.ctx.once:
+                docs = tail.flush_complete(self.ctx.doc_ctx, now_s * 1000)
+                yield Idled(tail.key, Released(docs))
+            if tail.held_lines():
+                log.info(
+                    "%s: %d line(s) of %g s intervals still open are held (an interval ends "
+                    "with the first sample after it); they are read again at the next start",
+                    tail.path,
+                    tail.held_lines(),
+                    tail.interval_s,
+                )
 
 
 class SadcShipper(SadfShipper):
