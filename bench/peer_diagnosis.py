@@ -202,8 +202,8 @@ def stage_ingest(root: Path) -> dict[str, Any]:
 
 
 def recording(root: Path) -> Any:
-    from pipeline.jobs.peer_fast import Downsampled, by_lun
     from pipeline.jobs.peer_recording import Recording
+    from pipeline.reducers.downsample_columns import Downsampled, by_lun
 
     d = root / "downsampled"
     ds = Downsampled(
@@ -218,7 +218,7 @@ def recording(root: Path) -> Any:
 
 def stage_train(root: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     from pipeline.jobs.peer_diagnosis import train
-    from pipeline.reducers.peer import PeerParams
+    from pipeline.reducers.peer_params import PeerParams
 
     rec = recording(root)
     thr = train(rec, ["await"], groups_of(cfg), PeerParams(), until_s=cfg["train_until_s"])
@@ -228,7 +228,8 @@ def stage_train(root: Path, cfg: dict[str, Any]) -> dict[str, Any]:
 
 def stage_diagnose(root: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     from pipeline.jobs.peer_diagnosis import diagnose
-    from pipeline.reducers.peer import PeerParams, Thresholds
+    from pipeline.reducers.peer_params import PeerParams
+    from pipeline.reducers.peer_thresholds import Thresholds
     from pipeline.reducers.persistence import hourly_rows, qualified_name
 
     rec = recording(root)

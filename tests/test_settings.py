@@ -7,13 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.settings import (
-    ConfigError,
-    Settings,
-    json_schema,
-    load_settings,
-    settings_from_mapping,
-)
+from pipeline.errors import ConfigError
+from pipeline.settings import Settings, json_schema, load_settings, settings_from_mapping
 
 REPO = Path(__file__).resolve().parent.parent
 

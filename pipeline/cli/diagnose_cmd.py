@@ -23,7 +23,8 @@ from pipeline.errors import ConfigError
 from pipeline.jobs.peer_diagnosis import diagnose, train
 from pipeline.jobs.peer_groups import PeerGroups
 from pipeline.jobs.peer_recording import load
-from pipeline.reducers.peer import Thresholds, WindowResult
+from pipeline.reducers.peer_flags import WindowResult
+from pipeline.reducers.peer_thresholds import Thresholds
 from pipeline.reducers.persistence import Persistence, hourly_rows, qualified_name
 
 

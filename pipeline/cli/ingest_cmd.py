@@ -11,9 +11,10 @@ from rich.console import Console
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.run_cmd import EX_TEMPFAIL, add_redeliver
 from pipeline.cli.subcommand import Subparsers
+from pipeline.errors import ConfigError
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
-from pipeline.settings import DEFAULT_PATTERNS, ConfigError, DropSettings
+from pipeline.settings import DEFAULT_PATTERNS, DropSettings
 
 
 def add_parser(sub: Subparsers, name: str) -> None:

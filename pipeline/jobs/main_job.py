@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.delivery.commit import Delivery, sort_acknowledged
+from pipeline.errors import ConfigError
 from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.fio_latency import JOB_KEY
 from pipeline.jobs.health import Health
@@ -35,7 +36,7 @@ from pipeline.jobs.state_open import open_state_dbs
 from pipeline.jobs.summary import RunSummary
 from pipeline.records import Document
 from pipeline.reducers.darshan_job import JobAnalysis
-from pipeline.settings import ConfigError, DropSettings, Settings
+from pipeline.settings import DropSettings, Settings
 from pipeline.shippers.discovery import FileSet
 from pipeline.shippers.formats import build_shippers
 from pipeline.shippers.formats.base import ShipContext, Tail

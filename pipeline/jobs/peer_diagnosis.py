@@ -3,7 +3,7 @@
 Steps: read each file and downsample every host x device exactly to ``downsample_s``
 (:mod:`pipeline.jobs.peer_recording`), put LUNs in peer
 groups, line each group up on the common time grid, compare peers per window
-(:mod:`pipeline.reducers.peer` lists the stages) and order LUNs by persistence
+(:mod:`pipeline.reducers.peer_params` lists the stages) and order LUNs by persistence
 (:mod:`pipeline.reducers.persistence`).
 """
 

@@ -19,33 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from pipeline.parsers.sysstat_columns import (
-    DEFAULT_BLOCK_BYTES,
-    FIELDS,
-    Reader,
-    Rows,
-    Unsupported,
-)
+from pipeline.parsers.sysstat_columns import DEFAULT_BLOCK_BYTES, Reader
 from pipeline.reducers.downsample import DEFAULT_MAX_GAP_INTERVALS
-from pipeline.reducers.downsample_columns import (
-    ColumnarDownsampler,
-    Downsampled,
-    SampleColumns,
-    by_lun,
-)
-
-__all__ = [
-    "DEFAULT_BLOCK_BYTES",
-    "FIELDS",
-    "ColumnarDownsampler",
-    "Downsampled",
-    "Reader",
-    "Rows",
-    "SampleColumns",
-    "Unsupported",
-    "by_lun",
-    "downsample_files",
-]
+from pipeline.reducers.downsample_columns import ColumnarDownsampler, Downsampled
 
 
 def downsample_files(

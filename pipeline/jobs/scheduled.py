@@ -13,14 +13,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.errors import ConfigError
 from pipeline.jobs.fio_latency import FioLatencyJob
 from pipeline.jobs.incident_job import IncidentJob
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.peer_job import PeerJob, load_thresholds
 from pipeline.jobs.summary import RunSummary
 from pipeline.records import Document
-from pipeline.reducers.peer import Thresholds
-from pipeline.settings import ConfigError, Settings
+from pipeline.reducers.peer_thresholds import Thresholds
+from pipeline.settings import Settings
 from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext
 from pipeline.sink.fenced import FencedWriter

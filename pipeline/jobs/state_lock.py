@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from pipeline.settings import ConfigError
+from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ matter; both vocabularies are read (reference/sysstat.md 1.4): sysstat >= 11.5.7
 ``areq-sz`` in kB, ``aqu-sz``) and older (``rd_sec/s`` and ``avgrq-sz`` in 512-byte sectors,
 ``avgqu-sz``), converted once here (sector = 512 B). ``dkB/s`` exists since 12.1.2; before,
 discards were not counted and ``discard_kb_per_s`` is 0. ``sadf -j`` JSON is read by
-:mod:`pipeline.parsers.sysstat_json` (:func:`parse_sadf_json`, importable from here too), and
+:mod:`pipeline.parsers.sysstat_json` (:func:`~pipeline.parsers.sysstat_json.parse_sadf_json`), and
 whole files in blocks, as numpy columns, by :mod:`pipeline.parsers.sysstat_columns`.
 
 Device names are resolved by sadf when it runs, from major:minor (reference/sysstat.md 1.2), so
@@ -40,7 +40,6 @@ from dataclasses import dataclass
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.limits import MAX_EXACT
-from pipeline.parsers.sysstat_json import JSON_METRICS, parse_sadf_json
 from pipeline.parsers.sysstat_values import (
     COMMENT,
     MAX_INTERVAL_S,
@@ -53,20 +52,13 @@ from pipeline.parsers.table import HeaderedLines
 from pipeline.records import DiskSample, RestartMark
 
 __all__ = [
-    "COMMENT",
     "CSV_METRICS",
-    "JSON_METRICS",
     "KEY_COLUMNS",
-    "MAX_INTERVAL_S",
-    "OPTIONAL_FIELDS",
-    "RESTART",
+    "MARKER_LAYOUT",
     "SadfCsvParser",
     "SadfHeader",
-    "SysstatRecord",
     "parse_row",
     "parse_sadf_csv",
-    "parse_sadf_json",
-    "parse_timestamp",
     "sadf_command",
 ]
 

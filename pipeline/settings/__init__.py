@@ -14,7 +14,6 @@ One module per section of the file: :mod:`~pipeline.settings.connection` (``elas
 ``python -m pipeline.settings`` prints the JSON Schema.
 """
 
-from pipeline.errors import ConfigError
 from pipeline.settings.alerts import AlertSettings, IncidentSettings, SlaSettings
 from pipeline.settings.analysis import DarshanSettings, FioSettings, PeerSettings, RequestsSettings
 from pipeline.settings.connection import ElasticsearchSettings, EmbeddedSettings, read_secret
@@ -32,7 +31,6 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_PATTERNS",
     "AlertSettings",
-    "ConfigError",
     "DarshanSettings",
     "DropSettings",
     "DropType",

@@ -23,7 +23,8 @@ import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline.settings import ConfigError, DropSettings, Settings
+from pipeline.errors import ConfigError
+from pipeline.settings import DropSettings, Settings
 from pipeline.shippers.formats.base import NewFile, Shipper, Tail
 from pipeline.shippers.hosts import unrotated
 from pipeline.shippers.identity import find_renamed, identify

@@ -31,7 +31,8 @@ from typing import Literal
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.limits import utc_text
-from pipeline.parsers.sysstat import SadfCsvParser, parse_sadf_csv, parse_sadf_json
+from pipeline.parsers.sysstat import SadfCsvParser, parse_sadf_csv
+from pipeline.parsers.sysstat_json import parse_sadf_json
 from pipeline.records import DiskSample, Document, LineRef, RestartMark
 from pipeline.reducers.downsample import Downsampler
 from pipeline.shippers.results import BadLine, LineResult

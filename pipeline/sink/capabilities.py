@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from elasticsearch import ApiError, Elasticsearch, TransportError
 
-from pipeline.settings import ConfigError
+from pipeline.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ it in the foreground as a child process (DESIGN.md, "Embedded default")::
 
 It answers ``GET /`` with ES 8.15.3 JSON, and lacks ILM, data-stream admin, the ``percentiles``
 aggregation and the licence APIs (see :mod:`pipeline.sink.capabilities`). The server's output goes
-to ``<data_dir>/noida-db.log``; a failed start raises :class:`~pipeline.settings.ConfigError`
+to ``<data_dir>/noida-db.log``; a failed start raises :class:`~pipeline.errors.ConfigError`
 with its tail.
 """
 
@@ -25,7 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import SplitResult, urlsplit
 
-from pipeline.settings import ConfigError, ElasticsearchSettings, EmbeddedSettings
+from pipeline.errors import ConfigError
+from pipeline.settings import ElasticsearchSettings, EmbeddedSettings
 from pipeline.sink.client import ping_url
 
 log = logging.getLogger(__name__)

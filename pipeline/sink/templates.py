@@ -26,7 +26,7 @@ from typing import Any, Literal
 from elasticsearch import ApiError, Elasticsearch
 
 from pipeline.assets import required
-from pipeline.settings import ConfigError
+from pipeline.errors import ConfigError
 from pipeline.sink.capabilities import Capabilities
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,9 @@ import pytest
 from pipeline.cli.main import main
 from pipeline.jobs.peer_diagnosis import series
 from pipeline.jobs.peer_recording import load
-from pipeline.reducers.peer import PeerParams, PeerSeries, Thresholds, detect
+from pipeline.reducers.peer_flags import detect
+from pipeline.reducers.peer_params import PeerParams, PeerSeries
+from pipeline.reducers.peer_thresholds import Thresholds
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sysstat"
 CLEAN = DATA / "peer_clean_sadf_d.csv"

@@ -26,7 +26,8 @@ from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.main_job import MainJob, RunSummary
 from pipeline.jobs.peer_job import PeerJob
 from pipeline.parsers.event_schema import load_event_schema
-from pipeline.reducers.peer import PeerParams, ThresholdEntry, Thresholds
+from pipeline.reducers.peer_params import PeerParams
+from pipeline.reducers.peer_thresholds import ThresholdEntry, Thresholds
 from pipeline.settings import PeerSettings, RequestsSettings, Settings, settings_from_mapping
 from pipeline.shippers.darshan_tail import DarshanPool, DarshanTail
 from pipeline.shippers.events_tail import EventsTail

@@ -418,7 +418,7 @@ def test_out_of_range_values_are_dead_lettered(
 def test_state_directory_is_locked(
     es_url: str, client: Elasticsearch, drop: Path, tmp_path: Path, namespace: str
 ) -> None:
-    from pipeline.settings import ConfigError
+    from pipeline.errors import ConfigError
 
     settings = make_settings(es_url, drop, tmp_path / "state", namespace)
     job = MainJob(settings, client)

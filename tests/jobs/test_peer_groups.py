@@ -24,7 +24,7 @@ from pipeline.jobs.peer_groups import PeerGroups, read_storage_map
 from pipeline.jobs.peer_job import PeerJob
 from pipeline.jobs.peer_recording import load, load_lines
 from pipeline.records import Document
-from pipeline.reducers.peer import WindowResult
+from pipeline.reducers.peer_flags import WindowResult
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.settings import PeerSettings
 from pipeline.sink.documents import DocContext, diskio_document

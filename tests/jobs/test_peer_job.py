@@ -190,7 +190,8 @@ def test_a_lun_missing_from_a_batch_does_not_restart_the_comparison() -> None:
     """Between runs, a group whose LUNs are all known continues (a LUN without samples in the
     batch counts as idle); only a new LUN restarts the group's comparison."""
     from pipeline.jobs.peer_job import PeerJob
-    from pipeline.reducers.peer import PeerParams, ThresholdEntry, Thresholds
+    from pipeline.reducers.peer_params import PeerParams
+    from pipeline.reducers.peer_thresholds import ThresholdEntry, Thresholds
     from pipeline.settings import PeerSettings
     from pipeline.sink.documents import DocContext, iso_ms
 

@@ -16,7 +16,7 @@ from pipeline.jobs.peer_diagnosis import diagnose, train
 from pipeline.jobs.peer_job import PeerJob
 from pipeline.jobs.peer_recording import load, load_lines
 from pipeline.records import Document
-from pipeline.reducers.peer import PeerParams
+from pipeline.reducers.peer_params import PeerParams
 from pipeline.settings import PeerSettings
 from pipeline.sink.documents import DocContext, iso_ms
 
@@ -113,7 +113,7 @@ def test_the_job_skips_the_restarted_servers_luns_as_the_offline_diagnosis() -> 
 def test_the_job_waits_for_a_server_behind_at_most_max_wait() -> None:
     """A server cut off from the cluster delivers late: the windows wait for its samples (up to
     its latest) while it sent any within peer.max_wait_s, and go on without it after that."""
-    from pipeline.reducers.peer import ThresholdEntry, Thresholds
+    from pipeline.reducers.peer_thresholds import ThresholdEntry, Thresholds
 
     now = 1_800_000_000.0
     cutoffs: list[int] = []

@@ -15,14 +15,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import (
-    SadfCsvParser,
-    parse_sadf_csv,
-    parse_sadf_json,
-    parse_timestamp,
-    sadf_command,
-)
+from pipeline.parsers.sysstat import SadfCsvParser, parse_sadf_csv, sadf_command
 from pipeline.parsers.sysstat_columns import Reader, Rows
+from pipeline.parsers.sysstat_json import parse_sadf_json
+from pipeline.parsers.sysstat_values import parse_timestamp
 from pipeline.records import DiskSample, RestartMark
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"

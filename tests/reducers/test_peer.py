@@ -21,23 +21,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.reducers.peer import (
-    PeerDetector,
-    PeerParams,
-    PeerSeries,
-    Thresholds,
-    WindowResult,
-    cdf_distances,
-    cumulative_counts,
-    detect,
-    fd_bin_count,
-    indicted,
-    majority_distance,
-    moving_average,
-    train_threshold,
-    train_thresholds,
-    window_span,
-)
+from pipeline.reducers.peer_cdf import cdf_distances, cumulative_counts, fd_bin_count
+from pipeline.reducers.peer_flags import WindowResult, detect, indicted, majority_distance
+from pipeline.reducers.peer_params import PeerParams, PeerSeries
+from pipeline.reducers.peer_stream import PeerDetector
+from pipeline.reducers.peer_thresholds import Thresholds, train_threshold, train_thresholds
+from pipeline.reducers.peer_windows import moving_average, window_span
 from pipeline.reducers.persistence import Persistence
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"

@@ -15,9 +15,12 @@ import pytest
 
 from pipeline.jobs.peer_diagnosis import series
 from pipeline.jobs.peer_recording import load, load_lines
-from pipeline.reducers.peer import PeerParams, PeerSeries, detect, moving_average, train_threshold
 from pipeline.reducers.peer_cdf import cdf_distances, window_distances
+from pipeline.reducers.peer_flags import detect
+from pipeline.reducers.peer_params import PeerParams, PeerSeries
 from pipeline.reducers.peer_stream import PeerDetector
+from pipeline.reducers.peer_thresholds import train_threshold
+from pipeline.reducers.peer_windows import moving_average
 from pipeline.reducers.persistence import Persistence
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sysstat"

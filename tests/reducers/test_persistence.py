@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.reducers.peer import WindowResult
+from pipeline.reducers.peer_flags import WindowResult
 from pipeline.reducers.persistence import HourRow, Persistence, hour_of, hourly_rows
 
 LUNS = ("a", "b", "c", "d")

@@ -59,7 +59,8 @@ from pipeline.parsers.event_schema import load_event_schema
 from pipeline.parsers.events import parse_events
 from pipeline.parsers.lmt import LmtSample, parse_lmt_csv
 from pipeline.parsers.slurm import SlurmJob, parse_sacct
-from pipeline.parsers.sysstat import parse_sadf_csv, parse_sadf_json
+from pipeline.parsers.sysstat import parse_sadf_csv
+from pipeline.parsers.sysstat_json import parse_sadf_json
 from pipeline.records import DiskSample
 from pipeline.reducers.downsample import Downsampler
 from pipeline.reducers.lmt import OstDeltaReducer

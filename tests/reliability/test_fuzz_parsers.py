@@ -22,7 +22,8 @@ from pipeline.parsers.events import parse_event_line, perf_sched_events
 from pipeline.parsers.fio_hist import detect_layout, parse_lines
 from pipeline.parsers.lmt import parse_lmt_csv
 from pipeline.parsers.slurm import parse_sacct
-from pipeline.parsers.sysstat import parse_sadf_csv, parse_sadf_json
+from pipeline.parsers.sysstat import parse_sadf_csv
+from pipeline.parsers.sysstat_json import parse_sadf_json
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIO = (DATA / "fio" / "samples" / "node01" / "randrw_clat_hist.1.log").read_bytes().splitlines()

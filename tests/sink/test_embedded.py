@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.settings import ConfigError, ElasticsearchSettings, EmbeddedSettings
+from pipeline.errors import ConfigError
+from pipeline.settings import ElasticsearchSettings, EmbeddedSettings
 from pipeline.sink.client import make_client, ping_url
 from pipeline.sink.embedded import (
     LOG_NAME,

@@ -23,7 +23,7 @@ from pipeline.jobs.peer_diagnosis import train
 from pipeline.jobs.peer_job import PeerJob
 from pipeline.jobs.peer_recording import load
 from pipeline.reducers.incident import Incident, Span
-from pipeline.reducers.peer import PeerParams
+from pipeline.reducers.peer_params import PeerParams
 from pipeline.settings import PeerSettings
 from pipeline.sink.capabilities import detect
 from pipeline.sink.documents import DocContext, PeerVerdict, peer_anomaly_document

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.settings import ConfigError
+from pipeline.errors import ConfigError
 from pipeline.sink.capabilities import PROBE_INDEX, Capabilities, detect
 from pipeline.sink.templates import (
     TemplateObject,

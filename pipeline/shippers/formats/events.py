@@ -7,8 +7,9 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from pipeline.errors import ConfigError
 from pipeline.parsers.event_schema import EventSchema, load_event_schema
-from pipeline.settings import ConfigError, DropSettings
+from pipeline.settings import DropSettings
 from pipeline.shippers.events_tail import EventsTail
 from pipeline.shippers.formats.base import Idled, NewFile, ShipContext, Shipper, Tail
 from pipeline.shippers.hosts import host_for
