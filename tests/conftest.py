@@ -1,11 +1,15 @@
-"""Shared fixtures: the embedded Elasticsearch-API server, a client for it, and a guard that
-fails any test leaving non-daemon threads behind (the watchdog test-suite habit, STYLE.md)."""
+"""Shared fixtures: the embedded Elasticsearch-API server, a client for it, a guard that fails
+any test leaving non-daemon threads behind (the watchdog test-suite habit, STYLE.md), and one
+that fails the run when a process the tests started outlives it."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -282,3 +286,68 @@ def shared_darshan_logs() -> Path:
 def unmapped_fields() -> Callable[[Mapping[str, Any], str], list[str]]:
     """:func:`find_unmapped`: fields of a document its stream's templates do not map."""
     return find_unmapped
+
+
+# -- no process left behind ------------------------------------------------------------------
+
+RUN_MARK = "IOLENS_TEST_RUN"
+"""Environment variable every process the test run starts inherits (value: this run's token)."""
+
+PROCESS_GRACE_S = 15.0
+"""How long processes the tests started may take to exit after the last test."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark this run in the environment, so that its descendants can be found at the end even
+    when they were reparented to init (their parent killed)."""
+    os.environ.setdefault(RUN_MARK, f"{os.getpid()}-{uuid.uuid4().hex}")
+
+
+def survivors(token: str) -> list[tuple[int, str]]:
+    """``(pid, command line)`` of the processes, other than this one and its own resource
+    tracker, whose environment holds this run's mark (Linux ``/proc``; processes of other users
+    are not readable and skipped)."""
+    mark = f"{RUN_MARK}={token}".encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if mark not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if cmd and not own_tracker(entry, cmd):  # a zombie has no command line: it is gone
+            out.append((int(entry.name), cmd.strip()))
+    return out
+
+
+def own_tracker(entry: Path, cmd: str) -> bool:
+    """Whether ``entry`` is this process's multiprocessing resource tracker (it ends with it)."""
+    if "multiprocessing.resource_tracker" not in cmd:
+        return False
+    try:
+        ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return False
+    return ppid == os.getpid()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a process it started outlives it (``PROCESS_GRACE_S`` to exit): an
+    orphaned worker or server keeps files, ports and loop devices busy for the next run."""
+    token = os.environ.get(RUN_MARK, "")
+    if not token or os.environ.get("PYTEST_XDIST_WORKER") or sys.platform != "linux":
+        return
+    deadline = time.monotonic() + PROCESS_GRACE_S
+    left = survivors(token)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = survivors(token)
+    if left:
+        lines = "\n".join(f"  {pid}: {cmd[:200]}" for pid, cmd in left)
+        session.config.get_terminal_writer().line(
+            f"\nprocesses started by the tests are still running:\n{lines}", red=True
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

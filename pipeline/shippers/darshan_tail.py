@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -96,7 +97,23 @@ def _work_packed(path: str) -> tuple[str, Any]:
 
 
 def _warm() -> None:
+    _exit_with_parent()
     import darshan  # noqa: F401  (the costly import, once per worker)
+
+
+def _exit_with_parent(poll_s: float = 1.0) -> None:
+    """Make this worker exit once the process that started it is gone (killed with SIGKILL,
+    out of memory): its work queue holds a copy of the pipe's write end, so it would otherwise
+    wait for work forever, reparented to init. Checked every ``poll_s`` seconds."""
+    started_by = multiprocessing.parent_process()  # known even if it died before this ran
+    parent = started_by.pid if started_by is not None and started_by.pid else os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
 class DarshanPool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,16 @@ def test_counts_and_blocked_flags_per_end() -> None:
     assert q.take("tail") == EndCounts(0, False)
 
 
+def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Whether ``condition`` came true within ``timeout_s`` (checked every millisecond)."""
+    end = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.001)
+    return True
+
+
 def test_a_full_queue_blocks_the_producer_and_bounds_what_waits() -> None:
     q: StageQueue[int] = StageQueue(2)
     seen: list[int] = []
@@ -42,9 +52,9 @@ def test_a_full_queue_blocks_the_producer_and_bounds_what_waits() -> None:
 
     t = threading.Thread(target=produce)
     t.start()
-    time.sleep(0.05)
-    assert not done.is_set() and len(q) == 2  # waits on the full queue
-    assert q.take("tail").blocked
+    assert wait_until(lambda: q.take("tail").blocked)  # the producer waits on the full queue
+    assert not done.is_set() and len(q) == 2
+    assert q.take("tail").blocked  # still waiting: the next period starts blocked
     got: list[int] = []
     while len(got) < 10:
         got += q.get_batch(1, timeout_s=1)
@@ -66,8 +76,8 @@ def test_an_idle_or_joining_producer_counts_as_blocked() -> None:
     q.put(1)
     waiter = threading.Thread(target=q.join)
     waiter.start()
-    time.sleep(0.05)
-    assert q.take("tail").blocked  # waiting for the consumer to finish
+    assert wait_until(lambda: q.take("tail").blocked)  # waiting for the consumer to finish
+    assert q.take("tail").blocked
     assert q.get_batch(1) == [1]
     q.done(1)
     waiter.join(timeout=1)
