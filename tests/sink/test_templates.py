@@ -56,9 +56,57 @@ def without_field(
     return old
 
 
-@pytest.mark.parametrize("path", sorted(MAPPINGS.glob("*.json")), ids=lambda p: p.name)
-def test_every_mapping_file_is_a_json_object(path: Path) -> None:
-    assert isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+FIELD_TYPES = {
+    "boolean", "constant_keyword", "date", "double", "histogram", "integer", "keyword", "long",
+    "match_only_text", "object", "text", "float", "scaled_float", "ip", "wildcard", "flattened",
+}  # fmt: skip
+"""Elasticsearch field types (Mapping > Field data types) the templates may use."""
+
+STREAMS = sorted(p.name[len("index_template.") : -5] for p in MAPPINGS.glob("index_template.*"))
+
+
+def leaves(properties: dict[str, Any], prefix: str = "") -> dict[str, dict[str, Any]]:
+    """Every field of a mapping that is not an object with properties: path -> its mapping."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in properties.items():
+        if "properties" in value:
+            out.update(leaves(value["properties"], f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.mark.parametrize("stream", STREAMS)
+def test_each_data_stream_has_the_templates_elastic_names_for_it(stream: str) -> None:
+    """Elastic's data stream naming (``<type>-<dataset>-<namespace>``, reference): an index
+    template matching the stream's indices, composed of the shared ECS mappings and settings,
+    the stream's ``@package`` template and an optional ``@custom`` one, each of which exists."""
+    kind, dataset = stream.split("-", 1)
+    assert kind in {"logs", "metrics"} and "-" not in dataset
+    body = json.loads((MAPPINGS / f"index_template.{stream}.json").read_text(encoding="utf-8"))
+    assert body["index_patterns"] == [f"{stream}-*"] and body["data_stream"] == {}
+    custom = f"{stream}@custom"
+    assert body["composed_of"] == [
+        "iolens-ecs@mappings",
+        "iolens@settings",
+        f"{stream}@package",
+        custom,
+    ]
+    assert body["ignore_missing_component_templates"] == [custom]
+    for name in body["composed_of"][:3]:
+        assert (MAPPINGS / f"component_template.{name}.json").is_file(), name
+
+
+@pytest.mark.parametrize(
+    "path", sorted(MAPPINGS.glob("component_template.*")), ids=lambda p: p.name
+)
+def test_every_field_has_a_type_elasticsearch_knows(path: Path) -> None:
+    body = json.loads(path.read_text(encoding="utf-8"))
+    fields = leaves(body["template"].get("mappings", {}).get("properties", {}))
+    for name, mapping in fields.items():
+        assert mapping.get("type") in FIELD_TYPES, (path.name, name, mapping)
+    if path.name.endswith("@package.json"):
+        assert fields, path.name  # a stream's template maps its fields
 
 
 def test_load_templates_orders_ilm_component_index() -> None:
