@@ -193,7 +193,7 @@ def documents_ndjson() -> Callable[[Any, Pass], None]:
     (:func:`pipeline.sink.bulk.ndjson`), and adds its times and counts to a :class:`Pass`."""
     from pipeline.reducers.io_diagnosis import Thresholds
     from pipeline.shippers.darshan_tail import log_documents
-    from pipeline.sink.bulk import ndjson
+    from pipeline.sink.actions import ndjson
     from pipeline.sink.documents import DocContext
 
     ctx = DocContext()

@@ -151,7 +151,8 @@ def extract_worker(schema: Any, path: Path, cluster: bool) -> dict[str, Any]:
     ``cluster_stream``, which keeps its cluster and distance only)."""
     from pipeline.parsers.events import parse_events
     from pipeline.reducers.canonical import canonical
-    from pipeline.reducers.request_join import RequestParser, merge_streams
+    from pipeline.reducers.event_order import merge_streams
+    from pipeline.reducers.request_join import RequestParser
 
     start = time.process_time()
     parser = RequestParser(schema)
@@ -187,8 +188,9 @@ def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:
     """The cluster stage as first written: every canonical form kept, clustered at the end."""
     from pipeline.parsers.events import parse_events
     from pipeline.reducers.canonical import canonical
+    from pipeline.reducers.event_order import merge_streams
     from pipeline.reducers.request_cluster import Clusterer
-    from pipeline.reducers.request_join import RequestParser, merge_streams
+    from pipeline.reducers.request_join import RequestParser
 
     start = time.process_time()
     parser = RequestParser(schema)
@@ -215,8 +217,9 @@ def tail_worker(schema: Any, path: Path) -> dict[str, Any]:
     """Child process: the ``events`` drop's shipping path over the log (module docstring)."""
     from pipeline.delivery.acks import AckTracker
     from pipeline.settings import RequestsSettings
-    from pipeline.shippers.events_tail import EventsTail, WorkloadModel
+    from pipeline.shippers.events_tail import EventsTail
     from pipeline.shippers.tailer import read_complete_lines
+    from pipeline.shippers.workload_model import WorkloadModel
     from pipeline.sink.documents import DocContext
 
     model_path = OUT_DIR / "model.json"

@@ -9,9 +9,10 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from pipeline.cli.common import Cluster, settings_from_args
-from pipeline.cli.run_cmd import EX_TEMPFAIL, add_redeliver
+from pipeline.cli.run_cmd import add_redeliver
 from pipeline.cli.subcommand import Subparsers
 from pipeline.errors import ConfigError
+from pipeline.jobs.drain import EX_TEMPFAIL
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
 from pipeline.settings import DEFAULT_PATTERNS, DropSettings

@@ -24,7 +24,8 @@ from rich.progress import Progress
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.errors import ConfigError
-from pipeline.report.html import SECTIONS, build, figure_count, searcher
+from pipeline.report.html import SECTIONS, build, figure_count
+from pipeline.report.views.base import searcher
 
 _AGO = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -50,8 +50,10 @@ from pipeline.parsers.errors import ParseError
 from pipeline.parsers.event_schema import EventSchema, load_event_schema
 from pipeline.parsers.events import Event, event_json, parse_event_line, perf_sched_events
 from pipeline.reducers.canonical import canonical
+from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_cluster import Assignment, cluster_all, total_resources
-from pipeline.reducers.request_join import Request, RequestParser, merge_streams
+from pipeline.reducers.request_join import RequestParser
+from pipeline.reducers.request_record import Request
 from pipeline.reducers.stitch import stitch
 from pipeline.report.request_rows import (
     model_dict,

@@ -12,8 +12,7 @@ from rich.console import Console
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers
 from pipeline.errors import ConfigError
-from pipeline.jobs.drain import EX_TEMPFAIL as EX_TEMPFAIL  # also ingest's exit status
-from pipeline.jobs.drain import BoundedDrain
+from pipeline.jobs.drain import EX_TEMPFAIL, BoundedDrain
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
 from pipeline.settings import DEFAULT_PATTERNS, DropSettings, Settings

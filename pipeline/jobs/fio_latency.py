@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.jobs.fio_hits import SEP, histogram_of, job_scope, layout_of, sparse_bins
+from pipeline.jobs.fio_hits import SEP, job_scope, layout_of, sparse_bins
 from pipeline.jobs.fio_latency_flp import (
     DIR_CODE_NAMES,
     flp_fields,
@@ -37,7 +37,6 @@ from pipeline.jobs.fio_latency_flp import (
     scope_stats,
 )
 from pipeline.jobs.fio_latency_queries import (
-    FLP_LOOKAHEAD_MS,
     flp_window_query,
     histograms_sort,
     interval_histograms_query,
@@ -60,19 +59,12 @@ from pipeline.sink.documents import (
 from pipeline.sink.search import ClusterUnavailable
 
 __all__ = [
-    "FLP_LOOKAHEAD_MS",
     "HIT_FIELDS",
     "JOB_KEY",
     "SEARCH_BATCH",
     "SUPERSEDE_BATCH",
     "FioLatencyJob",
     "Search",
-    "histogram_of",
-    "intervals_query",
-    "job_scope",
-    "layout_of",
-    "sparse_bins",
-    "superseded_query",
 ]
 
 log = logging.getLogger(__name__)

@@ -53,7 +53,7 @@ from pipeline.sink.notices import announce
 from pipeline.sink.sender import AsyncSink
 from pipeline.sink.templates import install, load_templates
 
-__all__ = ["MainJob", "RunSummary", "Tail", "lock_state_dir"]
+__all__ = ["MainJob"]
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,6 @@ import numpy as np
 
 from pipeline.parsers.darshan_log import (
     DATA_MODULES,
-    INTERFACE_MODULES,
-    STD_STREAM_IDS,
-    STD_STREAM_NAMES,
     DarshanLog,
     Layout,
     ModuleTable,
@@ -35,13 +32,6 @@ from pipeline.parsers.errors import ParseError
 from pipeline.parsers.limits import MAX_LONG, epoch_problem
 
 __all__ = [
-    "DATA_MODULES",
-    "INTERFACE_MODULES",
-    "STD_STREAM_IDS",
-    "STD_STREAM_NAMES",
-    "DarshanLog",
-    "Layout",
-    "ModuleTable",
     "parse_darshan_text",
 ]
 

@@ -37,9 +37,6 @@ from typing import Any
 
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.slurm_values import (
-    MAX_HOSTS,
-    NO_NODES,
-    NO_TIME,
     expand_hostlist,
     parse_count,
     parse_elapsed,
@@ -49,19 +46,13 @@ from pipeline.parsers.table import HeaderedLines
 
 __all__ = [
     "COLUMNS",
-    "MAX_HOSTS",
-    "NO_NODES",
-    "NO_TIME",
     "SACCT_FORMAT",
     "SacctHeader",
     "SacctParser",
     "SlurmJob",
-    "expand_hostlist",
     "is_header",
-    "parse_elapsed",
     "parse_row",
     "parse_sacct",
-    "parse_time",
     "sacct_command",
 ]
 

@@ -50,27 +50,17 @@ from pipeline.query.filter_parse import (
     check_units,
 )
 from pipeline.query.quantity import (
-    PREFIXES,
-    UNITS,
     ColumnError,
-    finite_or_none,
     normalize,
     parse_quantity,
-    resolve,
-    unit_factor,
 )
 
 __all__ = [
-    "PREFIXES",
-    "UNITS",
-    "ColumnError",
-    "FilterSyntaxError",
+    "ColumnError",  # re-exported for pipeline/query/__init__.py and pipeline/query/miner.py
+    "FilterSyntaxError",  # re-exported for pipeline/query/__init__.py
     "compile_filter",
-    "finite_or_none",
-    "normalize",
-    "parse_quantity",
-    "resolve",
-    "unit_factor",
+    "normalize",  # re-exported for pipeline/query/__init__.py and pipeline/query/miner.py
+    "parse_quantity",  # re-exported for pipeline/query/__init__.py
 ]
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {

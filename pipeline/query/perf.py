@@ -37,7 +37,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
-from pipeline.query.expr import ColumnError, finite_or_none
+from pipeline.query.quantity import ColumnError, finite_or_none
 from pipeline.reducers.factors import COUNT_COLUMNS, Direction, file_factors
 from pipeline.reducers.sweep import covering_set, weighted_factor
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 
-from pipeline.query.expr import normalize
+from pipeline.query.quantity import normalize
 
 DROPPED: frozenset[str] = frozenset({"data_stream", "event", "ecs", "agent"})
 """Top-level ECS objects that are bookkeeping, not data."""

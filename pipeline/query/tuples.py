@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
-from pipeline.query.expr import compile_filter, normalize, parse_quantity, resolve
+from pipeline.query.expr import compile_filter
 from pipeline.query.perf import perf_factors
+from pipeline.query.quantity import normalize, parse_quantity, resolve
 from pipeline.query.tables import TABLES
 
 JOIN_HOWS = ("inner", "left", "right", "outer")

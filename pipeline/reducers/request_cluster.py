@@ -36,14 +36,10 @@ from typing import Any
 from pipeline.reducers.canonical import Canonical
 from pipeline.reducers.edit_distance import (
     INF,
-    Item,
     Profile,
-    Vector,
     bounded_distance,
-    distance,
     items,
     lower_bound,
-    mass,
     profile,
 )
 
@@ -51,13 +47,8 @@ __all__ = [
     "Assignment",
     "Cluster",
     "Clusterer",
-    "Item",
-    "Vector",
     "cluster_all",
     "cluster_stream",
-    "distance",
-    "items",
-    "mass",
     "purity",
     "total_resources",
 ]

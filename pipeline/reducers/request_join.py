@@ -36,24 +36,14 @@ from dataclasses import dataclass, field
 
 from pipeline.parsers.event_schema import Bind, EventSchema, EventType
 from pipeline.parsers.events import Event
-from pipeline.reducers.event_order import ReorderQueue, merge_streams, reorder
 from pipeline.reducers.line_holds import LineHolds
 from pipeline.reducers.request_record import SCALARS as _SCALARS
 from pipeline.reducers.request_record import CpuSlice, Key, Request, hashable, join_attributes
 
 __all__ = [
-    "CpuSlice",
-    "Key",
-    "LineHolds",
     "ParserStats",
-    "ReorderQueue",
-    "Request",
     "RequestParser",
     "extract",
-    "hashable",
-    "join_attributes",
-    "merge_streams",
-    "reorder",
 ]
 
 

@@ -38,30 +38,20 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal, Protocol
 
-from pipeline.reducers.queue_sampling import HISTORY, PeriodTuner, QueueEnd
+from pipeline.reducers.queue_sampling import PeriodTuner
 from pipeline.reducers.rate_filters import (
     GAUSSIAN_TAPS,
     LOG_TAPS,
     Moments,
-    gaussian_taps,
-    log_taps,
     smoothed_moments,
 )
 
 __all__ = [
-    "GAUSSIAN_TAPS",
-    "HISTORY",
-    "LOG_TAPS",
     "WINDOW",
     "Confidence",
     "Estimate",
-    "Moments",
-    "PeriodTuner",
-    "QueueEnd",
     "RateEstimator",
     "ServiceRateEstimator",
-    "gaussian_taps",
-    "log_taps",
 ]
 
 WINDOW = 16

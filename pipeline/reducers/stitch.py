@@ -53,8 +53,6 @@ from pipeline.parsers.event_schema import EventSchema
 from pipeline.parsers.events import Event
 from pipeline.reducers.clock_offset import ClockOffset, estimate_offset, offsets_from
 from pipeline.reducers.fragment_join import (
-    MACHINE_ATTR,
-    TID_STRIDE,
     Link,
     StitchedRequest,
     join_fragments,
@@ -64,30 +62,15 @@ from pipeline.reducers.fragments import (
     Fragment,
     MachineStats,
     Sync,
-    endpoints,
     machine_fragments,
-    with_endpoint_seeds,
 )
 
 __all__ = [
-    "MACHINE_ATTR",
-    "TID_STRIDE",
-    "ClockOffset",
     "Detached",
-    "Endpoint",
-    "Fragment",
-    "MachineStats",
     "Stitched",
-    "StitchedRequest",
-    "Sync",
     "Unattached",
-    "endpoints",
-    "estimate_offset",
-    "machine_fragments",
-    "offsets_from",
     "stitch",
     "stitch_fragments",
-    "with_endpoint_seeds",
 ]
 
 log = logging.getLogger(__name__)

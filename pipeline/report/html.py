@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 from plotly.offline import get_plotlyjs
 
-from pipeline.report.views.base import Fetch, Section, searcher
+from pipeline.report.views.base import Fetch, Section
 from pipeline.report.views.fio import fio_section
 from pipeline.report.views.hpc import hpc_section
 from pipeline.report.views.incidents import incident_section
@@ -39,7 +39,7 @@ from pipeline.report.views.lun import lun_section
 from pipeline.report.views.pipeline_health import pipeline_section
 from pipeline.report.views.requests import requests_section
 
-__all__ = ["QUIET", "SECTIONS", "Fetch", "Section", "build", "figure_count", "render", "searcher"]
+__all__ = ["QUIET", "SECTIONS", "build", "figure_count", "render"]
 
 SECTIONS: tuple[Callable[[Fetch], Section | None], ...] = (
     incident_section,

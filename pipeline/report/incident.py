@@ -34,8 +34,6 @@ from plotly.subplots import make_subplots
 
 from pipeline.report.incident_streams import Fetch, Streams, fetch_streams
 
-__all__ = ["Fetch", "Streams", "fetch_streams"]
-
 MAX_INCIDENTS = 5
 """Incidents drawn, the latest (by start) first."""
 HIGHLIGHT, MUTED = "#d62728", "#b0b7c3"

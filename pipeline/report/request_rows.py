@@ -12,10 +12,11 @@ from typing import Any
 
 from pipeline.reducers.canonical import Canonical
 from pipeline.reducers.clock_offset import ClockOffset
+from pipeline.reducers.fragment_join import StitchedRequest
 from pipeline.reducers.fragments import Endpoint
 from pipeline.reducers.request_cluster import Assignment, Clusterer
 from pipeline.reducers.request_record import Request
-from pipeline.reducers.stitch import StitchedRequest, Unattached
+from pipeline.reducers.stitch import Unattached
 
 
 def request_dict(

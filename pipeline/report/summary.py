@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.jobs.main_job import RunSummary
+from pipeline.jobs.summary import RunSummary
 from pipeline.sink.client import Client
 from pipeline.sink.search import ClusterUnavailable, iter_hits, refresh
 

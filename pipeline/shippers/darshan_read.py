@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import ConfigError
-from pipeline.parsers.darshan import DATA_MODULES, DarshanLog, Layout, ModuleTable
+from pipeline.parsers.darshan_log import DATA_MODULES, DarshanLog, Layout, ModuleTable
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.limits import epoch_problem
 

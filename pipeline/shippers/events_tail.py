@@ -46,13 +46,10 @@ from pipeline.parsers.event_schema import EventSchema
 from pipeline.parsers.events import Event, parse_event_line
 from pipeline.records import Document, LineRef
 from pipeline.reducers.canonical import canonical
-from pipeline.reducers.request_join import (
-    LineHolds,
-    ParserStats,
-    ReorderQueue,
-    Request,
-    RequestParser,
-)
+from pipeline.reducers.event_order import ReorderQueue
+from pipeline.reducers.line_holds import LineHolds
+from pipeline.reducers.request_join import ParserStats, RequestParser
+from pipeline.reducers.request_record import Request
 from pipeline.shippers.results import NOTHING, BadLine, LineResult, Released
 from pipeline.shippers.stillness import Stillness
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines, read_gzip_lines

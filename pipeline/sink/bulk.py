@@ -39,7 +39,7 @@ from elasticsearch import Elasticsearch
 
 from pipeline.records import Document
 from pipeline.settings import SinkSettings
-from pipeline.sink.actions import as_text, chunks, expand, ndjson
+from pipeline.sink.actions import as_text, chunks, expand
 from pipeline.sink.backlog import Backlog
 from pipeline.sink.backoff import backoff_delays
 from pipeline.sink.bulk_request import send_chunk
@@ -51,7 +51,7 @@ from pipeline.sink.responses import BulkItem
 from pipeline.sink.spool import Spool, SpoolFull
 from pipeline.sink.stats import StreamCounts, StreamStats
 
-__all__ = ["STAGE", "BulkSink", "StreamStats", "ndjson"]  # ndjson: for bench/darshan_ingest.py
+__all__ = ["STAGE", "BulkSink"]
 
 log = logging.getLogger(__name__)
 

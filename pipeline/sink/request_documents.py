@@ -22,7 +22,7 @@ from pipeline.parsers.events import Event
 from pipeline.records import Document, LineRef
 from pipeline.reducers.canonical import Canonical
 from pipeline.reducers.request_cluster import Assignment, Clusterer
-from pipeline.reducers.request_join import Request
+from pipeline.reducers.request_record import Request
 from pipeline.sink.documents import DocContext, iso_ms, stream_name
 
 REQUEST_DATASET = "iolens.request"

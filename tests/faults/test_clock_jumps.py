@@ -23,8 +23,9 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.jobs.intervals import DirtyIntervals
-from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.jobs.main_job import MainJob
 from pipeline.jobs.peer_job import PeerJob
+from pipeline.jobs.summary import RunSummary
 from pipeline.parsers.event_schema import load_event_schema
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_thresholds import ThresholdEntry, Thresholds

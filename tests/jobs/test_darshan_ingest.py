@@ -11,7 +11,8 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.jobs.darshan_evidence import server_evidence
-from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.jobs.main_job import MainJob
+from pipeline.jobs.summary import RunSummary
 from pipeline.parsers.slurm import SlurmJob
 from pipeline.records import Document
 from pipeline.reducers.darshan_job import analyze

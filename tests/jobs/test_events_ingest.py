@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.jobs.main_job import MainJob
+from pipeline.jobs.summary import RunSummary
 from pipeline.parsers.event_schema import load_event_schema
 from pipeline.parsers.events import parse_events
-from pipeline.reducers.request_join import extract, merge_streams
+from pipeline.reducers.event_order import merge_streams
+from pipeline.reducers.request_join import extract
 from pipeline.report.workload import indexed_models
 from pipeline.settings import Settings, settings_from_mapping
 from pipeline.shippers.registry import Registry

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.jobs.main_job import MainJob
+from pipeline.jobs.summary import RunSummary
 from pipeline.settings import Settings, settings_from_mapping
 from pipeline.shippers.registry import Registry
 from pipeline.sink.deadletter import DeadLetters

@@ -13,7 +13,8 @@ import yaml
 from elasticsearch import Elasticsearch
 
 from pipeline.cli.main import main
-from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.jobs.main_job import MainJob
+from pipeline.jobs.summary import RunSummary
 from pipeline.settings import Settings, settings_from_mapping
 from pipeline.sink.search import iter_hits, refresh
 

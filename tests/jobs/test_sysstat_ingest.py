@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.jobs.main_job import MainJob
+from pipeline.jobs.summary import RunSummary
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.sysstat import parse_sadf_csv
 from pipeline.records import DiskSample

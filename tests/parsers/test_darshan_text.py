@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.parsers.darshan import DarshanLog, parse_darshan_text
+from pipeline.parsers.darshan import parse_darshan_text
+from pipeline.parsers.darshan_log import DarshanLog
 from pipeline.parsers.errors import ParseError
 from pipeline.reducers.darshan_job import analyze
 from pipeline.shippers.darshan_read import read_darshan

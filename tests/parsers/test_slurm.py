@@ -15,16 +15,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.slurm import (
-    SACCT_FORMAT,
-    SacctParser,
-    SlurmJob,
-    expand_hostlist,
-    parse_elapsed,
-    parse_sacct,
-    parse_time,
-    sacct_command,
-)
+from pipeline.parsers.slurm import SACCT_FORMAT, SacctParser, SlurmJob, parse_sacct, sacct_command
+from pipeline.parsers.slurm_values import expand_hostlist, parse_elapsed, parse_time
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 PACIFIC = ZoneInfo("America/Los_Angeles")

@@ -5,14 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipeline.query.expr import (
-    ColumnError,
-    FilterSyntaxError,
-    compile_filter,
-    normalize,
-    parse_quantity,
-    resolve,
-)
+from pipeline.query.expr import compile_filter
+from pipeline.query.filter_parse import FilterSyntaxError
+from pipeline.query.quantity import ColumnError, normalize, parse_quantity, resolve
 
 
 @pytest.mark.parametrize(

@@ -67,8 +67,9 @@ def outcome(n: int = COPIES) -> dict[str, Any]:
     from pipeline.parsers.event_schema import event_schema
     from pipeline.parsers.events import parse_events
     from pipeline.reducers.canonical import canonical
+    from pipeline.reducers.event_order import merge_streams
     from pipeline.reducers.request_cluster import cluster_stream
-    from pipeline.reducers.request_join import RequestParser, merge_streams
+    from pipeline.reducers.request_join import RequestParser
 
     schema = event_schema(yaml.safe_load(SCHEMA_PATH.read_text()), str(SCHEMA_PATH))
     parser = RequestParser(schema)

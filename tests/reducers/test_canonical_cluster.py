@@ -15,13 +15,11 @@ from hypothesis import strategies as st
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.parsers.events import Event
 from pipeline.reducers.canonical import canonical
+from pipeline.reducers.edit_distance import distance, items, mass
 from pipeline.reducers.request_cluster import (
     Assignment,
     Clusterer,
     cluster_all,
-    distance,
-    items,
-    mass,
     purity,
     total_resources,
 )

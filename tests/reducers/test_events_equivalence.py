@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.parsers.events import Event
+from pipeline.reducers.edit_distance import Item, distance
 from pipeline.reducers.event_order import ReorderQueue
-from pipeline.reducers.request_cluster import Item, distance
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from events_golden import GOLDEN, outcome

@@ -14,6 +14,7 @@ import yaml
 
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.reducers.canonical import canonical
+from pipeline.reducers.event_order import merge_streams, reorder
 from pipeline.reducers.request_cluster import (
     Assignment,
     Clusterer,
@@ -21,7 +22,8 @@ from pipeline.reducers.request_cluster import (
     purity,
     total_resources,
 )
-from pipeline.reducers.request_join import Request, RequestParser, extract, merge_streams, reorder
+from pipeline.reducers.request_join import RequestParser, extract
+from pipeline.reducers.request_record import Request
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "workloads"))

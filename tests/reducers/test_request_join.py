@@ -11,15 +11,10 @@ import yaml
 
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.parsers.events import Event
-from pipeline.reducers.request_join import (
-    LineHolds,
-    ReorderQueue,
-    Request,
-    RequestParser,
-    extract,
-    merge_streams,
-    reorder,
-)
+from pipeline.reducers.event_order import ReorderQueue, merge_streams, reorder
+from pipeline.reducers.line_holds import LineHolds
+from pipeline.reducers.request_join import RequestParser, extract
+from pipeline.reducers.request_record import Request
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schemas" / "http_server.yaml"
 MS = 1_000_000

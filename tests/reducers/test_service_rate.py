@@ -14,17 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.reducers.service_rate import (
-    GAUSSIAN_TAPS,
-    LOG_TAPS,
-    Estimate,
-    Moments,
-    PeriodTuner,
-    QueueEnd,
-    ServiceRateEstimator,
-    gaussian_taps,
-    log_taps,
-)
+from pipeline.reducers.queue_sampling import PeriodTuner, QueueEnd
+from pipeline.reducers.rate_filters import GAUSSIAN_TAPS, LOG_TAPS, Moments, gaussian_taps, log_taps
+from pipeline.reducers.service_rate import Estimate, ServiceRateEstimator
 from pipeline.reducers.service_rate_sim import (
     Scenario,
     Scored,

@@ -19,18 +19,13 @@ import yaml
 from pipeline.parsers.event_schema import EventSchema, event_schema
 from pipeline.parsers.events import Event
 from pipeline.reducers.canonical import Canonical, canonical
+from pipeline.reducers.clock_offset import ClockOffset, estimate_offset, offsets_from
+from pipeline.reducers.event_order import merge_streams
+from pipeline.reducers.fragment_join import MACHINE_ATTR, TID_STRIDE
 from pipeline.reducers.request_cluster import cluster_all, purity
-from pipeline.reducers.request_join import Request, extract, merge_streams
-from pipeline.reducers.stitch import (
-    MACHINE_ATTR,
-    TID_STRIDE,
-    ClockOffset,
-    Detached,
-    Stitched,
-    estimate_offset,
-    offsets_from,
-    stitch,
-)
+from pipeline.reducers.request_join import extract
+from pipeline.reducers.request_record import Request
+from pipeline.reducers.stitch import Detached, Stitched, stitch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "workloads"))

@@ -53,7 +53,8 @@ from elasticsearch import Elasticsearch, NotFoundError
 
 from pipeline.cli.main import main
 from pipeline.errors import ConfigError
-from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.jobs.main_job import MainJob
+from pipeline.jobs.summary import RunSummary
 from pipeline.parsers.errors import ParseError
 from pipeline.parsers.event_schema import load_event_schema
 from pipeline.parsers.events import parse_events
@@ -63,8 +64,9 @@ from pipeline.parsers.sysstat import parse_sadf_csv
 from pipeline.parsers.sysstat_json import parse_sadf_json
 from pipeline.records import DiskSample
 from pipeline.reducers.downsample import Downsampler
+from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.lmt import OstDeltaReducer
-from pipeline.reducers.request_join import extract, merge_streams
+from pipeline.reducers.request_join import extract
 from pipeline.settings import Settings, load_settings, settings_from_mapping
 from pipeline.shippers.darshan_tail import analyze_path
 from pipeline.shippers.sadc import convert_sadc

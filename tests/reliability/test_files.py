@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.jobs.main_job import MainJob, RunSummary
+from pipeline.jobs.main_job import MainJob
+from pipeline.jobs.summary import RunSummary
 from pipeline.settings import Settings, settings_from_mapping
 from pipeline.sink.search import refresh
 

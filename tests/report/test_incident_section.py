@@ -21,15 +21,16 @@ import plotly.graph_objects as go
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.report.html import build, searcher
+from pipeline.report.html import build
 from pipeline.report.incident import (
     HIGHLIGHT,
     MUTED,
-    Fetch,
     incident_panels,
     latest_incidents,
     parse_incident,
 )
+from pipeline.report.incident_streams import Fetch
+from pipeline.report.views.base import searcher
 from pipeline.sink.capabilities import Capabilities
 from pipeline.sink.search import refresh
 from pipeline.sink.templates import install, load_templates

@@ -14,7 +14,9 @@ from pipeline.parsers.event_schema import EventSchema, load_event_schema
 from pipeline.parsers.events import parse_events
 from pipeline.records import Document
 from pipeline.reducers.canonical import canonical
-from pipeline.reducers.request_join import Request, extract, merge_streams
+from pipeline.reducers.event_order import merge_streams
+from pipeline.reducers.request_join import extract
+from pipeline.reducers.request_record import Request
 from pipeline.settings import RequestsSettings
 from pipeline.shippers.events_tail import EventsTail
 from pipeline.shippers.tailer import split_complete_lines

@@ -15,10 +15,11 @@ from elasticsearch import ApiError, ConnectionError, Elasticsearch
 from pipeline.records import Document, LineRef
 from pipeline.settings import SinkSettings
 from pipeline.sink.actions import expand, ndjson
-from pipeline.sink.bulk import BulkSink, StreamStats
+from pipeline.sink.bulk import BulkSink
 from pipeline.sink.bulk_request import FILTER_PATH
 from pipeline.sink.capabilities import Capabilities
 from pipeline.sink.spool import compact_json, document_to_dict
+from pipeline.sink.stats import StreamStats
 from pipeline.sink.templates import install, load_templates
 
 HIST = "metrics-fio.histogram-{ns}"
