@@ -56,8 +56,9 @@ quantiles 0, 0.01, ..., 1 unless given ``q``.
 
 from __future__ import annotations
 
-from pipeline.query.expr import ColumnError, FilterSyntaxError, normalize, parse_quantity
+from pipeline.query.filter_parse import FilterSyntaxError
 from pipeline.query.miner import IOMiner, TimeLike, to_timestamp
+from pipeline.query.quantity import ColumnError, normalize, parse_quantity
 from pipeline.query.tuples import Tuples
 
 __all__ = [

@@ -50,17 +50,12 @@ from pipeline.query.filter_parse import (
     check_units,
 )
 from pipeline.query.quantity import (
-    ColumnError,
     normalize,
     parse_quantity,
 )
 
 __all__ = [
-    "ColumnError",  # re-exported for pipeline/query/__init__.py and pipeline/query/miner.py
-    "FilterSyntaxError",  # re-exported for pipeline/query/__init__.py
     "compile_filter",
-    "normalize",  # re-exported for pipeline/query/__init__.py and pipeline/query/miner.py
-    "parse_quantity",  # re-exported for pipeline/query/__init__.py
 ]
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {

@@ -17,7 +17,7 @@ from typing import Any, TypedDict, Unpack
 import pandas as pd  # type: ignore[import-untyped]
 from elasticsearch import Elasticsearch
 
-from pipeline.query.expr import ColumnError, normalize
+from pipeline.query.quantity import ColumnError, normalize
 from pipeline.query.reader import FieldCaps, data_fields, field_caps, iter_pages, sortable
 from pipeline.query.tables import Table, flatten, frame, table
 from pipeline.query.tuples import Tuples

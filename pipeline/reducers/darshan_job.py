@@ -30,17 +30,13 @@ from pipeline.reducers.darshan.rows import file_rows
 from pipeline.reducers.darshan.summary import (
     job_row,
     log_identity,
-    size_class,
 )
-from pipeline.reducers.darshan.times import busy_intervals
 from pipeline.reducers.factors import Direction
 from pipeline.reducers.sweep import CoveringSet
 
 __all__ = [
     "JobAnalysis",
     "analyze",
-    "busy_intervals",  # re-exported for tests/reducers/test_darshan_job.py
-    "size_class",  # re-exported for tests/reducers/test_darshan_job.py
 ]
 
 

@@ -15,6 +15,8 @@ from elasticsearch import ApiError, Elasticsearch
 from pipeline.query import ColumnError, IOMiner, to_timestamp
 from pipeline.query.tables import TABLES, flatten, table
 from pipeline.settings import settings_from_mapping
+from pipeline.sink.capabilities import detect
+from pipeline.sink.templates import install, load_templates
 
 
 class Recorder:
@@ -324,6 +326,9 @@ DIAGNOSIS = {
 
 
 def test_io_diagnosis_keeps_nested_lists(es_client: Elasticsearch) -> None:
+    # the stream's templates first: a data stream created without them would hold dynamic
+    # (text) mappings that later template installs on the same server cannot change
+    install(es_client, load_templates(), detect(es_client))
     stream = "logs-iolens.io_diagnosis-iominerdiag"
     es_client.index(index=stream, id="d1003", document=DIAGNOSIS, op_type="create", refresh=True)
     t = IOMiner(es_client, "iominerdiag").load("io diagnosis", job_ids=["1003"])
