@@ -202,8 +202,8 @@ def stage_ingest(root: Path) -> dict[str, Any]:
 
 
 def recording(root: Path) -> Any:
+    from pipeline.formats.sysstat.downsample_columns import Downsampled, by_lun
     from pipeline.jobs.peer_recording import Recording
-    from pipeline.reducers.downsample_columns import Downsampled, by_lun
 
     d = root / "downsampled"
     ds = Downsampled(

@@ -133,7 +133,7 @@ def worker(stage: str, path: Path, root: Path, keep_forms: bool = False) -> int:
     sys.path.insert(0, str(root))
     import yaml
 
-    from pipeline.parsers.event_schema import event_schema
+    from pipeline.records.event_schema import event_schema
 
     schema = event_schema(yaml.safe_load(SCHEMA.read_text()), str(SCHEMA))
     if stage == "tail":
@@ -149,7 +149,7 @@ def worker(stage: str, path: Path, root: Path, keep_forms: bool = False) -> int:
 def extract_worker(schema: Any, path: Path, cluster: bool) -> dict[str, Any]:
     """Extract (and, with ``cluster``, place each request in the model as it comes with
     ``cluster_stream``, which keeps its cluster and distance only)."""
-    from pipeline.parsers.events import parse_events
+    from pipeline.formats.events.decode import parse_events
     from pipeline.reducers.canonical import canonical
     from pipeline.reducers.event_order import merge_streams
     from pipeline.reducers.request_join import RequestParser
@@ -186,7 +186,7 @@ def extract_worker(schema: Any, path: Path, cluster: bool) -> dict[str, Any]:
 
 def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:
     """The cluster stage as first written: every canonical form kept, clustered at the end."""
-    from pipeline.parsers.events import parse_events
+    from pipeline.formats.events.decode import parse_events
     from pipeline.reducers.canonical import canonical
     from pipeline.reducers.event_order import merge_streams
     from pipeline.reducers.request_cluster import Clusterer
@@ -216,10 +216,10 @@ def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:
 def tail_worker(schema: Any, path: Path) -> dict[str, Any]:
     """Child process: the ``events`` drop's shipping path over the log (module docstring)."""
     from pipeline.delivery.acks import AckTracker
+    from pipeline.formats.events.tail import EventsTail
+    from pipeline.formats.events.workload_model import WorkloadModel
     from pipeline.settings import RequestsSettings
-    from pipeline.shippers.events_tail import EventsTail
     from pipeline.shippers.tailer import read_complete_lines
-    from pipeline.shippers.workload_model import WorkloadModel
     from pipeline.sink.documents import DocContext
 
     model_path = OUT_DIR / "model.json"
@@ -353,16 +353,20 @@ def report(results: dict[str, Any], n: int, size: int) -> None:
 
 
 PHASES = (
-    ("parse (JSON line -> event)", "pipeline.shippers.events_tail", "parse_event_line"),
+    ("parse (JSON line -> event)", "pipeline.formats.events.tail", "parse_event_line"),
     ("reorder queue", "pipeline.reducers.event_order", "ReorderQueue.push"),
     (
         "join (temporal join, requests built)",
         "pipeline.reducers.request_join",
         "RequestParser.feed",
     ),
-    ("canonical form", "pipeline.shippers.events_tail", "canonical"),
-    ("clustering (workload model)", "pipeline.shippers.workload_model", "WorkloadModel.place"),
-    ("document built", "pipeline.shippers.events_tail", "request_document"),
+    ("canonical form", "pipeline.formats.events.tail", "canonical"),
+    (
+        "clustering (workload model)",
+        "pipeline.formats.events.workload_model",
+        "WorkloadModel.place",
+    ),
+    ("document built", "pipeline.formats.events.tail", "request_document"),
 )
 """The shipping path's phases timed by ``--phases``: (label, module, function or method)."""
 
@@ -379,7 +383,7 @@ def phases_worker(path: Path, root: Path) -> int:
     sys.path.insert(0, str(root))
     import yaml
 
-    from pipeline.parsers.event_schema import event_schema
+    from pipeline.records.event_schema import event_schema
 
     spent: dict[str, float] = {}
     clock = time.perf_counter  # the thread is alone: wall ~ CPU, and far cheaper to read

@@ -46,9 +46,10 @@ from typing import Any, BinaryIO
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
+from pipeline.formats.events.decode import event_json, parse_event_line, perf_sched_events
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.event_schema import EventSchema, load_event_schema
-from pipeline.parsers.events import Event, event_json, parse_event_line, perf_sched_events
+from pipeline.records.event_schema import EventSchema, load_event_schema
+from pipeline.records.events import Event
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_cluster import Assignment, cluster_all, total_resources

@@ -1,6 +1,6 @@
 """``iolens sadc-cycle``: record daily sadc activity files and hand them to a drop directory.
 
-The ``cycle`` daemon of seed 001 4.1.1 (:mod:`pipeline.shippers.sadc_cycle`): sadc runs
+The ``cycle`` daemon of seed 001 4.1.1 (:mod:`pipeline.formats.sysstat.sadc_cycle`): sadc runs
 ``-S DISK`` into ``DIR/sa-YYYYMMDDTHHMMSSZ`` (ISO 8601 basic UTC start time), rolls over at
 00:00:05 UTC, and moves each finished file into ``--drop``. SIGTERM or SIGINT stops sadc, hands
 over its partial file and exits with status 0.
@@ -18,7 +18,7 @@ from types import FrameType
 
 from pipeline.cli.subcommand import Subparsers
 from pipeline.errors import ConfigError
-from pipeline.shippers.sadc_cycle import ROLLOVER, SADC, CycleDaemon
+from pipeline.formats.sysstat.sadc_cycle import ROLLOVER, SADC, CycleDaemon
 
 
 def add_parser(sub: Subparsers, name: str) -> None:

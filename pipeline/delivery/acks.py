@@ -37,7 +37,8 @@ class AckTracker:
     """Per file, the lines read whose documents are not all acknowledged yet.
 
     A line is identified by its ``end_offset`` (byte offset just past its newline,
-    :attr:`pipeline.records.LineRef.end_offset`), which is unique within one generation of a file.
+    :attr:`pipeline.records.core.LineRef.end_offset`), which is unique within one generation of
+    a file.
     """
 
     def __init__(self) -> None:

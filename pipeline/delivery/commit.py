@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pipeline.delivery.acks import AckTracker
-from pipeline.records import Document, LineRef
-from pipeline.shippers.formats.base import Tail
+from pipeline.records.core import Document, LineRef
+from pipeline.shippers.interface import Tail
 from pipeline.shippers.registry import Registry
 from pipeline.sink.disk import DiskWatch, is_disk_full
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.parsers.fio_bins import BinLayout
-from pipeline.records import DDIR_NAMES, FioHistRow
+from pipeline.records.core import DDIR_NAMES, FioHistRow
+from pipeline.records.fio_bins import BinLayout
 from pipeline.reducers.histogram import LatencyHistogram
 
 SEP = "\x1f"

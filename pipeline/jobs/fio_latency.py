@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.formats.fio.encode import HISTOGRAM_DATASET
+from pipeline.formats.fio.window import IntervalMerger, histogram_stats
 from pipeline.jobs.fio_hits import SEP, job_scope, layout_of, sparse_bins
 from pipeline.jobs.fio_latency_flp import (
     DIR_CODE_NAMES,
@@ -44,12 +46,10 @@ from pipeline.jobs.fio_latency_queries import (
     superseded_query,
 )
 from pipeline.jobs.intervals import DirtyIntervals
-from pipeline.parsers.fio_bins import BinLayout
-from pipeline.records import Document, LineRef
-from pipeline.reducers.fio_window import IntervalMerger, histogram_stats
+from pipeline.records.core import Document, LineRef
+from pipeline.records.fio_bins import BinLayout
 from pipeline.settings import FioSettings
 from pipeline.sink.documents import (
-    HISTOGRAM_DATASET,
     LATENCY_DATASET,
     DocContext,
     LatencyKey,

@@ -13,11 +13,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pipeline.formats.fio.window import percentile_key
 from pipeline.jobs.fio_hits import hist_row, job_scope, layout_of
-from pipeline.parsers.fio_bins import BinLayout
-from pipeline.records import FioHistRow
+from pipeline.records.core import FioHistRow
+from pipeline.records.fio_bins import BinLayout
 from pipeline.reducers.fio_flp import FlpOptions, FlpStats, weighted_interval
-from pipeline.reducers.fio_window import percentile_key
 
 Stream = tuple[str, str, str]
 """``(host, log prefix, job)`` of one histogram log."""

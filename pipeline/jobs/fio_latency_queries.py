@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 
 FLP_LOOKAHEAD_MS = 20_000  # fiologparser's default --max_latency, in ms
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.jobs.service_monitor import ServiceMonitor, StageState
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.reducers.service_rate import Estimate
 from pipeline.settings import ServiceRateSettings
 from pipeline.sink.clock_offset import ClockWatch

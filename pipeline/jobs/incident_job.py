@@ -27,8 +27,8 @@ from typing import Any
 
 from elasticsearch import ApiError, Elasticsearch
 
+from pipeline.formats.fio.window import percentile_key
 from pipeline.jobs.darshan_evidence import mount_table
-from pipeline.reducers.fio_window import percentile_key
 from pipeline.reducers.incident import (
     INCIDENT_DATASET,
     Breach,

@@ -8,7 +8,7 @@ merged percentiles. Nothing is committed before it is acknowledged, so a crash r
 409 on replay) and never loses it.
 
 Where each stage lives: the files being read, :mod:`pipeline.shippers.discovery`; each drop
-format, :mod:`pipeline.shippers.formats`; reading and shipping lines, :mod:`pipeline.jobs.pump`;
+format, :mod:`pipeline.formats.registry`; reading and shipping lines, :mod:`pipeline.jobs.pump`;
 acknowledgements and commits, :mod:`pipeline.delivery`; the scheduled jobs,
 :mod:`pipeline.jobs.scheduled`; the pipeline's own metrics, :mod:`pipeline.jobs.health`. This
 module wires them together and runs the loop.
@@ -26,6 +26,7 @@ from typing import Any
 
 from pipeline.delivery.commit import Delivery, sort_acknowledged
 from pipeline.errors import ConfigError
+from pipeline.formats.registry import build_shippers
 from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.fio_latency import JOB_KEY
 from pipeline.jobs.health import Health
@@ -34,12 +35,11 @@ from pipeline.jobs.scheduled import ScheduledJobs
 from pipeline.jobs.state_lock import lock_state_dir
 from pipeline.jobs.state_open import open_state_dbs
 from pipeline.jobs.summary import RunSummary
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.settings import DropSettings, Settings
 from pipeline.shippers.discovery import FileSet
-from pipeline.shippers.formats import build_shippers
-from pipeline.shippers.formats.base import ShipContext, Tail
+from pipeline.shippers.interface import ShipContext, Tail
 from pipeline.shippers.watcher import DropWatcher, FileEvent
 from pipeline.sink.agent_id import agent_id
 from pipeline.sink.capabilities import detect

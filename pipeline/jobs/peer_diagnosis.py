@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from pipeline.errors import ConfigError
+from pipeline.formats.sysstat.downsample_columns import SampleColumns
 from pipeline.jobs.peer_groups import PeerGroups, as_groups
 from pipeline.jobs.peer_recording import Recording, coarsened, shortfall
-from pipeline.records import DiskSample
-from pipeline.reducers.downsample_columns import SampleColumns
+from pipeline.records.core import DiskSample
 from pipeline.reducers.peer_flags import WindowResult, detect
 from pipeline.reducers.peer_params import PeerParams, PeerSeries
 from pipeline.reducers.peer_thresholds import Thresholds

@@ -1,10 +1,11 @@
 """Columnar ingestion and exact downsampling of ``sadf -d`` CSV for offline peer diagnosis.
 
-The per-line path (:func:`pipeline.parsers.sysstat.parse_sadf_csv` ->
+The per-line path (:func:`pipeline.formats.sysstat.decode.parse_sadf_csv` ->
 :class:`pipeline.reducers.downsample.Downsampler`) makes one Python object per sample, ~30 µs a
 line: hours for a day of 1 s data of a thousand LUNs. This path reads the same files in blocks
-with pandas' C parser into numpy columns (:mod:`pipeline.parsers.sysstat_columns`) and
-downsamples them with array operations (:mod:`pipeline.reducers.downsample_columns`), giving the
+with pandas' C parser into numpy columns (:mod:`pipeline.formats.sysstat.columns`) and
+downsamples them with array operations
+(:mod:`pipeline.formats.sysstat.downsample_columns`), giving the
 samples the Downsampler gives (same formulas, grid, restarts and gaps; sums in another order, so
 floats agree to ~1e-12 relative).
 
@@ -19,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from pipeline.parsers.sysstat_columns import DEFAULT_BLOCK_BYTES, Reader
+from pipeline.formats.sysstat.columns import DEFAULT_BLOCK_BYTES, Reader
+from pipeline.formats.sysstat.downsample_columns import ColumnarDownsampler, Downsampled
 from pipeline.reducers.downsample import DEFAULT_MAX_GAP_INTERVALS
-from pipeline.reducers.downsample_columns import ColumnarDownsampler, Downsampled
 
 
 def downsample_files(

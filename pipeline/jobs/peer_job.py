@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.formats.sysstat.encode import DISKIO_DATASET
 from pipeline.jobs.peer_diagnosis import group_of, metric_field
 from pipeline.jobs.peer_groups import PeerGroups
 from pipeline.jobs.peer_samples import SYSSTAT_FIELDS, diskio_query, epoch_s, metric_values
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.reducers.peer_flags import WindowResult, skip_reason
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_stream import PeerDetector
@@ -35,7 +36,6 @@ from pipeline.reducers.peer_thresholds import Thresholds
 from pipeline.reducers.persistence import Persistence
 from pipeline.settings import PeerSettings
 from pipeline.sink.documents import (
-    DISKIO_DATASET,
     DocContext,
     PeerVerdict,
     peer_anomaly_document,

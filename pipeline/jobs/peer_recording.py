@@ -1,6 +1,6 @@
 """sysstat recordings for offline peer diagnosis (seed 001): files -> downsampled samples per LUN.
 
-Each file is read whole: a sadc binary through ``sadf`` (:mod:`pipeline.shippers.sadc`, which
+Each file is read whole: a sadc binary through ``sadf`` (:mod:`pipeline.formats.sysstat.sadc`, which
 converts older formats with ``sadf -c``), ``sadf -d`` CSV, or ``sadf -j`` JSON of any sysstat
 version. Every host x device is downsampled exactly to the target interval
 (:mod:`pipeline.reducers.downsample`); only full intervals are kept (a partial interval cut by a
@@ -21,16 +21,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pipeline.formats.sysstat.columns import Unsupported
+from pipeline.formats.sysstat.decode import parse_sadf_csv
+from pipeline.formats.sysstat.downsample_columns import by_lun
+from pipeline.formats.sysstat.sadc import convert_sadc
+from pipeline.formats.sysstat.sadf_json import parse_sadf_json
 from pipeline.jobs.peer_fast import downsample_files
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import parse_sadf_csv
-from pipeline.parsers.sysstat_columns import Unsupported
-from pipeline.parsers.sysstat_json import parse_sadf_json
-from pipeline.records import DiskSample, RestartMark
+from pipeline.records.core import DiskSample, RestartMark
 from pipeline.reducers.downsample import downsample
-from pipeline.reducers.downsample_columns import by_lun
 from pipeline.reducers.peer_params import PeerParams
-from pipeline.shippers.sadc import convert_sadc
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.records import svctm_ms
+from pipeline.records.core import svctm_ms
 
 SYSSTAT_FIELDS = {
     "tps": "tps",

@@ -26,9 +26,9 @@ from pipeline.delivery.commit import Delivery
 from pipeline.jobs.service_monitor import ServiceMonitor
 from pipeline.jobs.summary import RunSummary
 from pipeline.parsers.errors import ParseError
-from pipeline.records import LineRef
+from pipeline.records.core import LineRef
 from pipeline.shippers.discovery import FileSet
-from pipeline.shippers.formats.base import Shipper, Tail
+from pipeline.shippers.interface import Shipper, Tail
 from pipeline.shippers.results import BadLine, LineResult, Released
 from pipeline.shippers.tailer import LineTooLong, TailChunk, read_last_line
 from pipeline.sink.disk import is_disk_full

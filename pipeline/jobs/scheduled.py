@@ -19,7 +19,7 @@ from pipeline.jobs.incident_job import IncidentJob
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.peer_job import PeerJob, load_thresholds
 from pipeline.jobs.summary import RunSummary
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.reducers.peer_thresholds import Thresholds
 from pipeline.settings import Settings
 from pipeline.sink.client import Client

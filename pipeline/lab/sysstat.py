@@ -1,7 +1,7 @@
 """The lab's disk recording: sadc every second, shipped live as ``sadf -d`` CSV.
 
 sadc writes its binary activity file the way the ``cycle`` daemon does (``sadc -S DISK 1
-<dir>/sa-YYYYMMDDTHHMMSSZ``, :mod:`pipeline.shippers.sadc_cycle`). A sadc file is read whole
+<dir>/sa-YYYYMMDDTHHMMSSZ``, :mod:`pipeline.formats.sysstat.sadc_cycle`). A sadc file is read whole
 once it is finished, which is too late to watch a fault live, so the recorder also follows the
 growing file: every ``every_s`` it runs ``sadf -d -U FILE -- -d -p --dev=<LUNs>``
 (sysstat 12.6: ``--dev`` limits the output to the named devices) and appends the records
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.shippers.sadc_cycle import SADC
+from pipeline.formats.sysstat.sadc_cycle import SADC
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.parsers.event_schema import EventSchema
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import EventSchema
+from pipeline.records.events import Event
 from pipeline.reducers.request_record import Request, hashable
 
 NO_THREAD = -1

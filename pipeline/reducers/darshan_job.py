@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.parsers.darshan_log import DarshanLog
+from pipeline.records.darshan_log import DarshanLog
 from pipeline.reducers.darshan.critical import (
     CriticalFile,
     attribute_factors,

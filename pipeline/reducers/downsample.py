@@ -39,7 +39,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.records import DiskSample, RestartMark
+from pipeline.records.core import DiskSample, RestartMark
 
 DEFAULT_INTERVAL_S = 15.0
 """Seed 001: each storage metric is downsampled to 15 s."""

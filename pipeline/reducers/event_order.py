@@ -14,8 +14,8 @@ import math
 from collections import deque
 from collections.abc import Iterable, Iterator
 
-from pipeline.parsers.event_schema import EventSchema
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import EventSchema
+from pipeline.records.events import Event
 from pipeline.reducers.line_holds import LineHolds
 
 

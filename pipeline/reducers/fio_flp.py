@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.parsers.fio_bins import BinLayout
-from pipeline.records import FioHistRow
+from pipeline.records.core import FioHistRow
+from pipeline.records.fio_bins import BinLayout
 
 F64 = npt.NDArray[np.float64]
 Counts = dict[str, npt.NDArray[np.int64]]

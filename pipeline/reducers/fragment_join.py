@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from pipeline.parsers.event_schema import EventSchema
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import EventSchema
+from pipeline.records.events import Event
 from pipeline.reducers.clock_offset import ClockOffset
 from pipeline.reducers.fragments import Endpoint, Fragment
 from pipeline.reducers.request_record import CpuSlice, Request, hashable, join_attributes

@@ -15,8 +15,8 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipeline.parsers.event_schema import EventSchema
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import EventSchema
+from pipeline.records.events import Event
 from pipeline.reducers.request_join import RequestParser
 from pipeline.reducers.request_record import Request, hashable
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.parsers.fio_bins import BinLayout
+from pipeline.records.fio_bins import BinLayout
 
 I64 = npt.NDArray[np.int64]
 

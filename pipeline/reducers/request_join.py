@@ -2,7 +2,7 @@
 
 Events are taken in timestamp order (:func:`reorder`, :func:`merge_streams`: a reorder queue
 per source, then a merge of the sources). Each event is looked up in the event schema
-(:mod:`pipeline.parsers.event_schema`) and added to the sub-graphs its join attributes reach:
+(:mod:`pipeline.records.event_schema`) and added to the sub-graphs its join attributes reach:
 
 * a *valid-interval* per ``(domain, value)`` is kept in a hash table (the "live sectors" of
   the seed's Figure 7) and points at the sub-graph that owns it;
@@ -34,8 +34,8 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from pipeline.parsers.event_schema import Bind, EventSchema, EventType
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import Bind, EventSchema, EventType
+from pipeline.records.events import Event
 from pipeline.reducers.line_holds import LineHolds
 from pipeline.reducers.request_record import SCALARS as _SCALARS
 from pipeline.reducers.request_record import CpuSlice, Key, Request, hashable, join_attributes

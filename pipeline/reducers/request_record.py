@@ -11,8 +11,8 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.parsers.event_schema import EventSchema
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import EventSchema
+from pipeline.records.events import Event
 
 Key = tuple[str, Hashable]
 """A valid-interval's ``(domain, value)``."""

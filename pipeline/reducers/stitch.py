@@ -49,8 +49,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from pipeline.parsers.event_schema import EventSchema
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import EventSchema
+from pipeline.records.events import Event
 from pipeline.reducers.clock_offset import ClockOffset, estimate_offset, offsets_from
 from pipeline.reducers.fragment_join import (
     Link,

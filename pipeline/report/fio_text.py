@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Literal, TextIO
 
+from pipeline.formats.fio.decode import detect_layout, is_epoch_ms
+from pipeline.formats.fio.logfiles import first_line, iter_rows
+from pipeline.formats.fio.window import IntervalMerger, WindowTracker
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.fio_bins import GROUP_NR_US, BinLayout
-from pipeline.parsers.fio_hist import detect_layout, is_epoch_ms
+from pipeline.records.fio_bins import GROUP_NR_US, BinLayout
 from pipeline.reducers.fio_flp import FlpOptions, flp_rows, format_row, header
-from pipeline.reducers.fio_window import IntervalMerger, WindowTracker
-from pipeline.shippers.logfiles import first_line, iter_rows
 
 FLP_MAX_COARSENESS = 8  # fiologparser_hist.py's guess_max_from_bins
 DIR_NAMES = {"m": "mixed", "r": "read", "w": "write", "t": "trim"}

@@ -19,7 +19,7 @@ from typing import Any
 
 from elasticsearch import Elasticsearch, NotFoundError
 
-from pipeline.sink.request_documents import MODEL_DATASET, REQUEST_DATASET
+from pipeline.formats.events.encode import MODEL_DATASET, REQUEST_DATASET
 from pipeline.sink.search import iter_hits, request_errors
 
 MAX_CLUSTERS = 10_000

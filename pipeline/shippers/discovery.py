@@ -3,7 +3,7 @@
 A path found in a drop (by the initial scan or a file event) is identified
 (:func:`pipeline.shippers.identity.identify`: device + inode + fingerprint); a file seen before
 keeps its tail, followed across renames; a new one gets a tail from its drop format's shipper
-(:mod:`pipeline.shippers.formats`), resumed from the registry, or adopted as the rotated copy of
+(:mod:`pipeline.formats.registry`), resumed from the registry, or adopted as the rotated copy of
 a file read before (:mod:`pipeline.shippers.rotation`). A path that cannot be identified yet (no
 complete first line) waits in :attr:`FileSet.unidentified`; a file gone or replaced is
 *retired*: no longer read, but its lines in flight still get committed.
@@ -25,9 +25,9 @@ from pathlib import Path
 
 from pipeline.errors import ConfigError
 from pipeline.settings import DropSettings, Settings
-from pipeline.shippers.formats.base import NewFile, Shipper, Tail
 from pipeline.shippers.hosts import unrotated
 from pipeline.shippers.identity import find_renamed, identify
+from pipeline.shippers.interface import NewFile, Shipper, Tail
 from pipeline.shippers.registry import FileState, Registry
 from pipeline.shippers.rotation import adopt_rotated, renamed_while_away
 from pipeline.shippers.unreadable import Unreadable
@@ -48,7 +48,7 @@ class FileSet:
     Args:
         settings: the configuration (drops, ``shipper.fingerprint_bytes``).
         registry: what was read of each file.
-        shippers: drop type -> its shipper (:func:`pipeline.shippers.formats.build_shippers`).
+        shippers: drop type -> its shipper (:func:`pipeline.formats.registry.build_shippers`).
         disk: told when the registry has no room for a new file (it is tried again later).
     """
 

@@ -1,7 +1,7 @@
 """What a tail makes of the lines it read: documents, bad lines and line settlements.
 
 Every format's tail yields one :class:`LineResult` per line read (see
-:class:`pipeline.shippers.formats.base.Tail`); a tail that holds lines across reads (event logs)
+:class:`pipeline.shippers.interface.Tail`); a tail that holds lines across reads (event logs)
 lets go of them later as a :class:`Released`. The delivery code
 (:mod:`pipeline.delivery.commit`) turns these into acknowledgements to wait for.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.parsers.errors import ParseError
-from pipeline.records import Document, LineRef
+from pipeline.records.core import Document, LineRef
 
 
 @dataclass(frozen=True)

@@ -1,47 +1,81 @@
-"""Tailing Slurm ``sacct --parsable2`` output and LMT per-OST CSV exports.
+"""Tailing tables with a header line, appended to by periodic exports (Slurm ``sacct
+--parsable2`` output, LMT per-OST CSV): framing, offsets and cursors, with each format's chain
+(:class:`TableChain`: decode a row, reduce it, encode its documents) declared in its package.
 
-Both are tables with a header line, appended to by periodic exports, so they are tailed by
-line (only complete lines). Each Slurm row becomes a ``logs-slurm.job`` document; each LMT row
-is one OST's cumulative counters at one time step, which the per-OST reducer
-(:class:`pipeline.reducers.lmt.OstDeltaReducer`) turns into the interval since that OST's
-previous row: a ``metrics-lmt.ost`` document. A row earlier than its OST's previous one (a
-clock step back, rows of an older export) closes no interval, so it is kept in the dead-letter
-area with both times. The cursor stored with each committed line holds the header in force
-and, for LMT, every OST's last counters, so a restart continues exactly there; a document
-derives from one line only, and its deterministic id makes a replay a 409.
+Files are tailed by line (only complete lines). The cursor stored with each committed line holds
+the header in force and the chain's reducer state (LMT: every OST's last counters), so a restart
+continues exactly there; a document derives from one line only, and its deterministic id makes
+a replay a 409.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from typing import Literal
+from typing import ClassVar, Protocol
+from zoneinfo import ZoneInfo
 
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.lmt import LmtCsvParser, LmtSample
-from pipeline.parsers.slurm import SacctParser, SlurmJob
-from pipeline.records import Document, LineRef
-from pipeline.reducers.lmt import OstDeltaReducer
+from pipeline.records.core import Document, LineRef
+from pipeline.shippers.interface import NewFile, Shipper, Tail
 from pipeline.shippers.results import BadLine, LineResult
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines
 from pipeline.sink.documents import DocContext
-from pipeline.sink.hpc_documents import lmt_ost_document, slurm_job_document
 
 log = logging.getLogger(__name__)
 
-TableKind = Literal["slurm", "lmt"]
+
+class TableDecoder(Protocol):
+    """A table's line decoder (:class:`pipeline.parsers.table.HeaderedLines`): records or
+    :class:`ParseError` values from lines, remembering the header in force."""
+
+    @property
+    def header_line(self) -> str | None:
+        """The header in force (its text), None before the first."""
+        ...
+
+    def feed(self, lines: Sequence[bytes], first_line_no: int) -> Iterable[object]:
+        """Records and :class:`ParseError` values of ``lines``."""
+        ...
+
+
+class TableChain(Protocol):
+    """One table format's chain, made per file: decode -> reduce -> encode.
+
+    ``encode`` gives a record's documents (none while a reducer holds it) or the reason it is
+    refused (kept in the dead-letter area); ``state``/``resume`` carry the reducer's state in the
+    line's cursor (None: the format keeps none).
+    """
+
+    def decoder(self, path: str, header: str | None, tz: tzinfo) -> TableDecoder:
+        """A decoder of the file at ``path``, resumed under ``header``."""
+        ...
+
+    def encode(
+        self, record: object, ref: LineRef, ctx: DocContext, created_ms: float
+    ) -> list[Document] | str:
+        """The documents of one decoded record, or why it is refused."""
+        ...
+
+    def state(self) -> object | None:
+        """JSON-able reducer state after the last record (None: no state)."""
+        ...
+
+    def resume(self, state: object | None) -> None:
+        """Continue from a state :meth:`state` gave."""
+        ...
 
 
 @dataclass
 class TableTail:
-    """Read state of one Slurm or LMT file (a :class:`~pipeline.shippers.formats.base.Tail`).
+    """Read state of one table export (a :class:`~pipeline.shippers.interface.Tail`).
 
     Attributes:
         key: registry key; path: current path.
-        kind: ``slurm`` or ``lmt``.
+        chain: a factory of the format's chain (a new one on a restart).
         tz: time zone of the local times in the file (sacct prints the host's local time; LMT
             stores the database server's).
         offset: next byte to read; line_no: lines read.
@@ -49,42 +83,42 @@ class TableTail:
 
     key: str
     path: str
-    kind: TableKind
+    chain: Callable[[], TableChain]
     tz: tzinfo
     offset: int = 0
     line_no: int = 0
     exhausted: bool = False
     compressed: bool = False
     snapshots: dict[int, str] = field(default_factory=dict)
-    _parser: SacctParser | LmtCsvParser | None = None
-    _reducer: OstDeltaReducer = field(default_factory=OstDeltaReducer)
+    _decoder: TableDecoder | None = None
+    _chain: TableChain | None = None
 
-    def _new_parser(self, header: str | None) -> SacctParser | LmtCsvParser:
-        if self.kind == "slurm":
-            return SacctParser(self.path, header, self.tz)
-        return LmtCsvParser(self.path, header, self.tz)
+    @property
+    def _steps(self) -> TableChain:
+        if self._chain is None:
+            self._chain = self.chain()
+        return self._chain
 
     def resume(self, offset: int, line_no: int, cursor: str | None) -> None:
         """Continue after a committed line with the cursor stored with it."""
         self.offset, self.line_no = offset, line_no
         state = json.loads(cursor) if cursor else {}
-        self._parser = self._new_parser(state.get("header"))
-        if state.get("reducer") is not None:
-            self._reducer = OstDeltaReducer.from_state(state["reducer"])
+        self._decoder = self._steps.decoder(self.path, state.get("header"), self.tz)
+        self._steps.resume(state.get("reducer"))
 
     def cursor(self) -> str:
-        """JSON state after the last line processed: header, and LMT's per-OST counters."""
-        header = self._parser.header_line if self._parser else None
+        """JSON state after the last line processed: the header and the reducer's state."""
+        header = self._decoder.header_line if self._decoder else None
         state: dict[str, object] = {"header": header}
-        if self.kind == "lmt":
-            state["reducer"] = self._reducer.state()
+        reduced = self._steps.state()
+        if reduced is not None:
+            state["reducer"] = reduced
         return json.dumps(state)
 
     def restart(self) -> None:
         """Start over at byte 0 after a truncation."""
         self.offset = self.line_no = 0
-        self._parser = None
-        self._reducer = OstDeltaReducer()
+        self._decoder = self._chain = None
         self.snapshots.clear()
         self.exhausted = False
 
@@ -97,30 +131,41 @@ class TableTail:
         return pop_snapshot(self.snapshots, end_offset)
 
     def process(self, chunk: TailChunk, ctx: DocContext, created_ms: float) -> Iterator[LineResult]:
-        """Parse each line into its document (or a bad-line record)."""
-        if self._parser is None:
-            self._parser = self._new_parser(None)
+        """Each line through the chain: its documents, or a bad-line record."""
+        if self._decoder is None:
+            self._decoder = self._steps.decoder(self.path, None, self.tz)
         for raw, end in zip(chunk.lines, chunk.end_offsets, strict=True):
             self.line_no += 1
             self.offset = end
             ref = LineRef(self.key, self.path, self.line_no, end)
             docs: list[Document] = []
             bad: ParseError | None = None
-            for rec in self._parser.feed([raw], self.line_no):
+            for rec in self._decoder.feed([raw], self.line_no):
                 if isinstance(rec, ParseError):
                     bad = rec
-                elif isinstance(rec, SlurmJob):
-                    docs.append(slurm_job_document(ctx, rec, (ref,), created_ms))
-                elif isinstance(rec, LmtSample):
-                    refused = self._reducer.refusal(rec)
-                    if refused is not None:
-                        bad = ParseError(self.path, self.line_no, refused)
-                        continue
-                    iv = self._reducer.add(rec)
-                    if iv is not None:
-                        docs.append(lmt_ost_document(ctx, iv, (ref,), created_ms))
+                    continue
+                out = self._steps.encode(rec, ref, ctx, created_ms)
+                if isinstance(out, str):
+                    bad = ParseError(self.path, self.line_no, out)
+                else:
+                    docs.extend(out)
             self.snapshots[end] = self.cursor()
             if bad is not None:
                 yield LineResult(ref, bad=BadLine(ref, raw, bad))
             else:
                 yield LineResult(ref, tuple(docs))
+
+
+class TableShipper(Shipper):
+    """A table export format's shipper: times in the drop's time zone (``drops[].tz``); the
+    format's package gives its :attr:`chain`."""
+
+    chain: ClassVar[Callable[[], TableChain]]
+    final_line = True
+
+    def open(self, file: NewFile) -> Tail:
+        """A tail on a table export."""
+        state = file.register()
+        tail = TableTail(file.key, file.path, type(self).chain, ZoneInfo(file.drop.tz))
+        tail.resume(state.offset, state.line_no, state.cursor)
+        return tail

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.sink.spool import encode_json
 
 _PLAIN = re.compile(r"[A-Za-z0-9._\-]*")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.settings import SinkSettings
 from pipeline.sink.backoff import backoff_caps
 from pipeline.sink.disk import DiskWatch

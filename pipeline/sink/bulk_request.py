@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from elasticsearch import ApiError, Elasticsearch, TransportError
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.sink.actions import ndjson
 from pipeline.sink.responses import BulkItem, pair_items, spread_failure
 

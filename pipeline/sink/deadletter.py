@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.sink.disk import fsync_dir
 from pipeline.sink.spool import compact_json, document_from_dict, ref_to_dict
 

@@ -16,10 +16,9 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.ids import doc_id
-from pipeline.records import DiskSample, Document, LineRef
+from pipeline.records.core import Document, LineRef
 
 ECS_VERSION = "8.11.0"
-HISTOGRAM_DATASET = "fio.histogram"
 LATENCY_DATASET = "fio.latency"
 
 
@@ -34,7 +33,8 @@ def iso_ms(epoch_ms: int | float) -> str:
     return dt.isoformat(timespec="milliseconds")[:-6] + "Z"  # without "+00:00"
 
 
-def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
+def drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
+    """``d`` without its None values."""
     return {k: v for k, v in d.items() if v is not None}
 
 
@@ -84,80 +84,6 @@ class DocContext:
 
 
 @dataclass(frozen=True)
-class FioSource:
-    """Identity of one histogram log for document ids and fields."""
-
-    host: str
-    job: str
-    prefix: str
-    path: str
-    fingerprint: str
-
-
-@dataclass(frozen=True)
-class RecordFields:
-    """What a histogram document says about its record, in plain values.
-
-    Attributes:
-        time_ms, ddir, bs: the record's own fields (ddir as a name: read/write/trim).
-        window_ms: ``(start, end]`` of its completion window on the output timeline.
-        interval_ms: ``(start, end, width)`` of the output interval it is assigned to.
-        bins: ``(count, unit, coarseness)`` of the log's bin layout.
-        clat_ns: statistics (``samples``, ``min`` ... ``p99_9``) and, when the record is not
-            empty, ``histogram``: ``{"values": bucket midpoints in ns, "counts": [...]}``.
-    """
-
-    time_ms: int
-    ddir: str
-    bs: int
-    window_ms: tuple[int, int]
-    interval_ms: tuple[int, int, int]
-    bins: tuple[int, str, int]
-    clat_ns: Mapping[str, Any]
-
-
-def histogram_document(
-    ctx: DocContext,
-    src: FioSource,
-    rec: RecordFields,
-    ref: LineRef,
-    line_offset: int,
-    created_ms: float,
-) -> Document:
-    """One ``metrics-fio.histogram`` document per log record (host x job x ddir x row).
-
-    ``fio.clat_ns.histogram`` holds the non-empty bins (values = fio's bucket midpoints in ns,
-    so Elasticsearch/Kibana can re-aggregate percentiles over any grouping).
-
-    The id is the record's identity: host, log prefix, job, the file's fingerprint (a hash of
-    its first line) and the line number. The same log read again, from a copy or after a
-    truncation, gives the same ids, so nothing is indexed twice.
-    """
-    source = ctx.base("metrics", HISTOGRAM_DATASET, rec.window_ms[1], created_ms)
-    source["host"] = {"name": src.host}
-    source["log"] = {"file": {"path": src.path}, "offset": line_offset}
-    source["fio"] = _histogram_fio(src, rec, ref)
-    ident = doc_id(HISTOGRAM_DATASET, src.host, src.prefix, src.job, src.fingerprint, ref.line_no)
-    return Document(stream_name("metrics", HISTOGRAM_DATASET, ctx.namespace), ident, source, (ref,))
-
-
-def _histogram_fio(src: FioSource, rec: RecordFields, ref: LineRef) -> dict[str, Any]:
-    """The ``fio.*`` fields of a histogram document."""
-    count, unit, coarseness = rec.bins
-    return {
-        "job": src.job,
-        "prefix": src.prefix,
-        "ddir": rec.ddir,
-        "bs": rec.bs,
-        "log": {"time_ms": rec.time_ms, "line": ref.line_no},
-        "window": {"start_ms": rec.window_ms[0], "end_ms": rec.window_ms[1]},
-        "interval": dict(zip(("start_ms", "end_ms", "ms"), rec.interval_ms, strict=True)),
-        "bins": {"count": count, "unit": unit, "coarseness": coarseness},
-        "clat_ns": _drop_none(rec.clat_ns),
-    }
-
-
-@dataclass(frozen=True)
 class LatencyKey:
     """What a merged-percentile document is about."""
 
@@ -198,7 +124,7 @@ def _latency_fio(
     fio: dict[str, Any] = {
         "ddir": key.ddir,
         "interval": {"start_ms": key.interval_start_ms, "end_ms": end, "ms": key.interval_ms},
-        "clat_ns": _drop_none(stats),
+        "clat_ns": drop_none(stats),
         "records": records,
     }
     if key.job is not None:
@@ -227,59 +153,6 @@ def _latency_id(key: LatencyKey, stats: Mapping[str, float | int | None], record
         stats.get("samples"),
         *(() if key.prefix is None else (key.prefix,)),
     )
-
-
-DISKIO_DATASET = "sysstat.diskio"
-
-
-def diskio_document(
-    ctx: DocContext, s: DiskSample, refs: tuple[LineRef, ...], created_ms: float
-) -> Document:
-    """One ``metrics-sysstat.diskio`` document per host x device x (downsampled) interval.
-
-    Metricbeat's names (``system.diskio.name``, ``system.diskio.iostat.*`` in bytes, ms and %;
-    reference/sysstat.md 4.1) plus sysstat's own under ``sysstat.disk`` (kB, as ``sar -d``
-    prints them). ``@timestamp`` is the interval end; the id is host, device and interval end,
-    so an interval rebuilt after a restart is recognised (409).
-    """
-    source = ctx.base("metrics", DISKIO_DATASET, s.end_s * 1000, created_ms)
-    source["host"] = {"name": s.host}
-    source["metricset"] = {"period": round(s.interval_s * 1000)}
-    source["system"] = {"diskio": _metricbeat_diskio(s)}
-    source["sysstat"] = {"disk": _sysstat_disk(s)}
-    ident = doc_id(DISKIO_DATASET, s.host, s.device, f"{s.end_s:.3f}")
-    return Document(stream_name("metrics", DISKIO_DATASET, ctx.namespace), ident, source, refs)
-
-
-def _metricbeat_diskio(s: DiskSample) -> dict[str, Any]:
-    """Metricbeat's ``system.diskio`` fields of ``s`` (bytes, ms and %)."""
-    return {
-        "name": s.device,
-        "iostat": {
-            "request": {"per_sec": s.tps, "avg_size": s.areq_sz_kb * 1024},
-            "read": {"per_sec": {"bytes": s.read_kb_per_s * 1024}},
-            "write": {"per_sec": {"bytes": s.write_kb_per_s * 1024}},
-            "discard": {"per_sec": {"bytes": s.discard_kb_per_s * 1024}},
-            "queue": {"avg_size": s.aqu_sz},
-            "await": s.await_ms,
-            "busy": s.util_pct,
-        },
-    }
-
-
-def _sysstat_disk(s: DiskSample) -> dict[str, Any]:
-    """sysstat's own ``sar -d`` fields of ``s`` (kB, as ``sar -d`` prints them)."""
-    return {
-        "tps": s.tps,
-        "rkB_s": s.read_kb_per_s,
-        "wkB_s": s.write_kb_per_s,
-        "dkB_s": s.discard_kb_per_s,
-        "areq_sz": s.areq_sz_kb,
-        "aqu_sz": s.aqu_sz,
-        "await": s.await_ms,
-        "util": s.util_pct,
-        "interval_s": s.interval_s,
-    }
 
 
 PEER_ANOMALY_DATASET = "iolens.peer_anomaly"

@@ -25,7 +25,7 @@ from typing import Any
 
 from elasticsearch import ConflictError, Elasticsearch
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.sink.lease import Lease, LeaseLost
 from pipeline.sink.search import ClusterUnavailable, request_errors
 

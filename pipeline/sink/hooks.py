@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypedDict
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.sink.disk import DiskWatch
 
 

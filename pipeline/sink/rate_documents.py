@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.ids import doc_id
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.sink.documents import DocContext, stream_name
 
 RATE_DATASET = "iolens.service_rate"

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.sink.outcome import Outcome, classify
 
 

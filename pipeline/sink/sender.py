@@ -37,7 +37,7 @@ from typing import Unpack
 
 from elasticsearch import Elasticsearch
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.settings import SinkSettings
 from pipeline.sink.bulk import BulkSink
 from pipeline.sink.deadletter import DeadLetters, Rejection

@@ -25,7 +25,7 @@ only after its documents were delivered; a crash in between re-sends them, which
 because every action is a ``create`` with a deterministic ``_id`` (a replay is a 409, elastic.md
 §6.5). This mirrors the Logstash persistent queue's page files (elastic.md §6.2).
 
-The module also holds the NDJSON codec of :class:`~pipeline.records.Document` shared with the
+The module also holds the NDJSON codec of :class:`~pipeline.records.core.Document` shared with the
 dead-letter area.
 """
 
@@ -44,7 +44,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.records import Document, LineRef
+from pipeline.records.core import Document, LineRef
 from pipeline.sink.disk import (
     RESERVE_BYTES,
     Statvfs,

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.cli.main import main
-from pipeline.parsers.lmt import EXPORT_QUERY
+from pipeline.formats.lmt.decode import EXPORT_QUERY
 
 
 def test_diagnose_prints_the_critical_file_and_the_slow_ost(

@@ -27,7 +27,7 @@ import pytest
 
 from pipeline.cli.main import main
 from pipeline.jobs.peer_recording import read_samples
-from pipeline.records import DiskSample
+from pipeline.records.core import DiskSample
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sysstat"
 FAULT = DATA / "peer_fault_sadf_d.csv"

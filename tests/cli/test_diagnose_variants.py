@@ -168,7 +168,7 @@ def test_empty_and_restart_only_files_say_nothing_was_read(
 
 def test_sadf_12_8_json_of_sysstats_test_suite_reads_every_disk_object() -> None:
     from pipeline.jobs.peer_recording import read_samples
-    from pipeline.records import DiskSample
+    from pipeline.records.core import DiskSample
 
     path = CORPUS / "sim-data-long.sadf128.json"
     doc = json.loads(path.read_bytes())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.parsers.fio_bins import GROUP_NR_US, fine_lower_edge, fine_width, plat_val_to_idx
+from pipeline.records.fio_bins import GROUP_NR_US, fine_lower_edge, fine_width, plat_val_to_idx
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_FIO = REPO.parent / "shared" / "data" / "fio"

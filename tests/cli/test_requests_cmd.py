@@ -14,8 +14,9 @@ from elasticsearch import Elasticsearch
 from pipeline.cli.main import main
 from pipeline.cli.requests_cmd import Source, source
 from pipeline.errors import ConfigError
-from pipeline.parsers.event_schema import load_event_schema
-from pipeline.parsers.events import Event, parse_event_line
+from pipeline.formats.events.decode import parse_event_line
+from pipeline.records.event_schema import load_event_schema
+from pipeline.records.events import Event
 from pipeline.sink.search import refresh
 
 ROOT = Path(__file__).resolve().parents[2]

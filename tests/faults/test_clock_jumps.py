@@ -22,18 +22,18 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
+from pipeline.formats.darshan.tail import DarshanPool, DarshanTail
+from pipeline.formats.events.tail import EventsTail
+from pipeline.formats.events.workload_model import WorkloadModel
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.main_job import MainJob
 from pipeline.jobs.peer_job import PeerJob
 from pipeline.jobs.summary import RunSummary
-from pipeline.parsers.event_schema import load_event_schema
+from pipeline.records.event_schema import load_event_schema
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_thresholds import ThresholdEntry, Thresholds
 from pipeline.settings import PeerSettings, RequestsSettings, Settings, settings_from_mapping
-from pipeline.shippers.darshan_tail import DarshanPool, DarshanTail
-from pipeline.shippers.events_tail import EventsTail
 from pipeline.shippers.tailer import split_complete_lines
-from pipeline.shippers.workload_model import WorkloadModel
 from pipeline.sink.documents import DocContext, iso_ms
 from pipeline.sink.lease import Lease
 from pipeline.sink.search import iter_hits, refresh

@@ -25,7 +25,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.jobs.main_job import MainJob
-from pipeline.records import Document, LineRef
+from pipeline.records.core import Document, LineRef
 from pipeline.settings import SinkSettings, settings_from_mapping
 from pipeline.shippers.registry import Registry
 from pipeline.sink.bulk import BulkSink

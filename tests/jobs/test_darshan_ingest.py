@@ -10,20 +10,21 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
+from pipeline.formats.darshan.read import read_darshan
+from pipeline.formats.darshan.tail import DarshanPool, DarshanTail, NotStable
+from pipeline.formats.lmt.encode import lmt_ost_document
+from pipeline.formats.lmt.reduce import OstInterval
+from pipeline.formats.slurm.decode import SlurmJob
+from pipeline.formats.slurm.encode import slurm_job_document
 from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.main_job import MainJob
 from pipeline.jobs.summary import RunSummary
-from pipeline.parsers.slurm import SlurmJob
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.reducers.darshan_job import analyze
 from pipeline.reducers.io_diagnosis import diagnose
-from pipeline.reducers.lmt import OstInterval
 from pipeline.settings import Settings, settings_from_mapping
-from pipeline.shippers.darshan_read import read_darshan
-from pipeline.shippers.darshan_tail import DarshanPool, DarshanTail, NotStable
 from pipeline.sink.capabilities import detect
 from pipeline.sink.documents import DocContext
-from pipeline.sink.hpc_documents import lmt_ost_document, slurm_job_document
 from pipeline.sink.search import iter_hits, refresh
 from pipeline.sink.templates import install, load_templates
 

@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
+from pipeline.formats.events.decode import parse_events
+from pipeline.formats.events.encode import request_id
 from pipeline.jobs.main_job import MainJob
 from pipeline.jobs.summary import RunSummary
-from pipeline.parsers.event_schema import load_event_schema
-from pipeline.parsers.events import parse_events
+from pipeline.records.event_schema import load_event_schema
 from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_join import extract
 from pipeline.report.workload import indexed_models
 from pipeline.settings import Settings, settings_from_mapping
 from pipeline.shippers.registry import Registry
 from pipeline.sink.deadletter import DeadLetters
-from pipeline.sink.request_documents import request_id
 from pipeline.sink.search import iter_hits, refresh
 
 ROOT = Path(__file__).resolve().parents[2]

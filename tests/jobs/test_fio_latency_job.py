@@ -13,8 +13,8 @@ from elasticsearch import ConflictError
 from pipeline.jobs.fio_hits import layout_of, sparse_bins
 from pipeline.jobs.fio_latency import JOB_KEY, FioLatencyJob
 from pipeline.jobs.intervals import DirtyIntervals
-from pipeline.parsers.fio_bins import BinLayout
-from pipeline.records import Document, LineRef
+from pipeline.records.core import Document, LineRef
+from pipeline.records.fio_bins import BinLayout
 from pipeline.settings import FioSettings
 from pipeline.sink.documents import DocContext
 from pipeline.sink.search import ClusterUnavailable
@@ -118,8 +118,8 @@ def test_only_less_complete_revisions_are_superseded(es_client: Any, tmp_path: P
     acknowledges last, the revision with the most records survives."""
     import uuid
 
+    from pipeline.formats.fio.window import histogram_stats
     from pipeline.jobs.fio_latency_queries import superseded_query
-    from pipeline.reducers.fio_window import histogram_stats
     from pipeline.reducers.histogram import LatencyHistogram
     from pipeline.sink.documents import LatencyKey, latency_document
     from pipeline.sink.search import delete_by_query, refresh

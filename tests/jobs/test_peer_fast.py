@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pipeline.formats.sysstat.columns import FIELDS, Unsupported
+from pipeline.formats.sysstat.downsample_columns import Downsampled, SampleColumns
 from pipeline.jobs.peer_diagnosis import series
 from pipeline.jobs.peer_fast import downsample_files as fast
 from pipeline.jobs.peer_recording import load, load_lines, read_samples
-from pipeline.parsers.sysstat_columns import FIELDS, Unsupported
-from pipeline.records import DiskSample, RestartMark
+from pipeline.records.core import DiskSample, RestartMark
 from pipeline.reducers.downsample import downsample
-from pipeline.reducers.downsample_columns import Downsampled, SampleColumns
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"
 REAL_CSV = sorted(DATA.glob("*.csv"))

@@ -19,15 +19,16 @@ import numpy as np
 import pytest
 
 from pipeline.errors import ConfigError
+from pipeline.formats.sysstat.encode import diskio_document
 from pipeline.jobs.peer_diagnosis import diagnose, series, train
 from pipeline.jobs.peer_groups import PeerGroups, read_storage_map
 from pipeline.jobs.peer_job import PeerJob
 from pipeline.jobs.peer_recording import load, load_lines
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.reducers.peer_flags import WindowResult
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.settings import PeerSettings
-from pipeline.sink.documents import DocContext, diskio_document
+from pipeline.sink.documents import DocContext
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sysstat"
 CLEAN = DATA / "peer_clean_sadf_d.csv"

@@ -15,7 +15,7 @@ from typing import Any
 from pipeline.jobs.peer_diagnosis import diagnose, train
 from pipeline.jobs.peer_job import PeerJob
 from pipeline.jobs.peer_recording import load, load_lines
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.settings import PeerSettings
 from pipeline.sink.documents import DocContext, iso_ms

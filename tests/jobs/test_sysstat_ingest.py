@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
+from pipeline.formats.sysstat.decode import parse_sadf_csv
 from pipeline.jobs.main_job import MainJob
 from pipeline.jobs.summary import RunSummary
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import parse_sadf_csv
-from pipeline.records import DiskSample
+from pipeline.records.core import DiskSample
 from pipeline.reducers.downsample import Downsampler
 from pipeline.settings import Settings, settings_from_mapping
 from pipeline.sink.documents import iso_ms
@@ -129,7 +129,7 @@ def test_samples_coarser_than_the_target_are_indexed_as_they_are_and_said_once(
     drop.mkdir()
     (drop / "vm_sadf_d.csv").write_bytes(csv)
     ns = f"sys{uuid.uuid4().hex[:8]}"
-    with caplog.at_level("WARNING", logger="pipeline.shippers.sysstat_tail"):
+    with caplog.at_level("WARNING", logger="pipeline.formats.sysstat.tail"):
         summary = run_once(make_settings(es_url, drop, tmp_path / "state", ns, "sadf"), client)
     assert summary.bad_lines == 0
     said = [r.getMessage() for r in caplog.records if "coarser" in r.getMessage()]

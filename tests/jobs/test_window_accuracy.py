@@ -18,7 +18,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.jobs.main_job import MainJob
-from pipeline.parsers.fio_bins import plat_val_to_idx
+from pipeline.records.fio_bins import plat_val_to_idx
 from pipeline.settings import settings_from_mapping
 from pipeline.sink.search import iter_hits, refresh
 

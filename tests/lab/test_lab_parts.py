@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.formats.slurm.decode import parse_sacct
 from pipeline.lab.delayfs import Delays, parse_control, render_control
 from pipeline.lab.params import LabParams, free_port, lab_config, mpi_iterations
 from pipeline.lab.storage import Lun, Storage, teardown
@@ -20,7 +21,6 @@ from pipeline.lab.workload import (
     mpi_command,
     record_job,
 )
-from pipeline.parsers.slurm import parse_sacct
 from pipeline.settings import settings_from_mapping
 
 

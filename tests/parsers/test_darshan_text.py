@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.parsers.darshan import parse_darshan_text
-from pipeline.parsers.darshan_log import DarshanLog
+from pipeline.formats.darshan.decode import parse_darshan_text
+from pipeline.formats.darshan.read import read_darshan
 from pipeline.parsers.errors import ParseError
+from pipeline.records.darshan_log import DarshanLog
 from pipeline.reducers.darshan_job import analyze
-from pipeline.shippers.darshan_read import read_darshan
 
 
 def dump(log: DarshanLog, lustre: str = "3.5") -> Iterator[str]:

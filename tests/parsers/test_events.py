@@ -8,9 +8,10 @@ import pytest
 import yaml
 
 from pipeline.errors import ConfigError
+from pipeline.formats.events.decode import event_json, parse_events, perf_sched_events
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.event_schema import Bind, event_schema
-from pipeline.parsers.events import Event, event_json, parse_events, perf_sched_events
+from pipeline.records.event_schema import Bind, event_schema
+from pipeline.records.events import Event
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "events"
 SCHEMAS = Path(__file__).resolve().parents[2] / "config" / "schemas"

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.parsers.fio_bins import (
+from pipeline.records.fio_bins import (
     BinLayout,
     fine_lower_edge,
     fine_width,

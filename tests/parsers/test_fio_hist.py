@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.parsers.errors import ParseError
-from pipeline.parsers.fio_bins import BinLayout
-from pipeline.parsers.fio_hist import (
+from pipeline.formats.fio.decode import (
     detect_layout,
     is_epoch_ms,
     parse_lines,
     row_from_fields,
     split_fields,
 )
+from pipeline.parsers.errors import ParseError
+from pipeline.records.fio_bins import BinLayout
 
 LOG = (
     Path(__file__).resolve().parents[1]

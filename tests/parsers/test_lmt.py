@@ -14,8 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pipeline.parsers.errors import ParseError
-from pipeline.parsers.lmt import (
+from pipeline.formats.lmt.decode import (
     EXPORT_QUERY,
     LmtCsvParser,
     LmtSample,
@@ -23,6 +22,7 @@ from pipeline.parsers.lmt import (
     parse_timestamp,
     split_ost_name,
 )
+from pipeline.parsers.errors import ParseError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lmt"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "pytokio"

@@ -14,9 +14,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from pipeline.formats.slurm.decode import (
+    SACCT_FORMAT,
+    SacctParser,
+    SlurmJob,
+    parse_sacct,
+    sacct_command,
+)
+from pipeline.formats.slurm.values import expand_hostlist, parse_elapsed, parse_time
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.slurm import SACCT_FORMAT, SacctParser, SlurmJob, parse_sacct, sacct_command
-from pipeline.parsers.slurm_values import expand_hostlist, parse_elapsed, parse_time
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 PACIFIC = ZoneInfo("America/Los_Angeles")

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.formats.sysstat.columns import Reader, Rows
+from pipeline.formats.sysstat.decode import SadfCsvParser, parse_sadf_csv, sadf_command
+from pipeline.formats.sysstat.sadf_json import parse_sadf_json
+from pipeline.formats.sysstat.values import parse_timestamp
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import SadfCsvParser, parse_sadf_csv, sadf_command
-from pipeline.parsers.sysstat_columns import Reader, Rows
-from pipeline.parsers.sysstat_json import parse_sadf_json
-from pipeline.parsers.sysstat_values import parse_timestamp
-from pipeline.records import DiskSample, RestartMark
+from pipeline.records.core import DiskSample, RestartMark
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"
 HEADER = "# hostname;interval;timestamp;DEV;tps;rkB/s;wkB/s;dkB/s;areq-sz;aqu-sz;await;%util"

@@ -64,8 +64,8 @@ def outcome(n: int = COPIES) -> dict[str, Any]:
     """Extract, canonicalise and cluster (online with ``cluster_stream``, then each request
     against the final model) the log repeated ``n`` times; counts, per-cluster figures and
     digests of every request's lines, resources, canonical form, assignments and outlier flag."""
-    from pipeline.parsers.event_schema import event_schema
-    from pipeline.parsers.events import parse_events
+    from pipeline.formats.events.decode import parse_events
+    from pipeline.records.event_schema import event_schema
     from pipeline.reducers.canonical import canonical
     from pipeline.reducers.event_order import merge_streams
     from pipeline.reducers.request_cluster import cluster_stream

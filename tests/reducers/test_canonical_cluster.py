@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.parsers.event_schema import EventSchema, event_schema
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import EventSchema, event_schema
+from pipeline.records.events import Event
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.edit_distance import distance, items, mass
 from pipeline.reducers.request_cluster import (

@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pipeline.formats.darshan.read import read_darshan
 from pipeline.parsers.errors import ParseError
 from pipeline.reducers.darshan.summary import size_class
 from pipeline.reducers.darshan.times import busy_intervals
 from pipeline.reducers.darshan_job import JobAnalysis, analyze
 from pipeline.reducers.io_diagnosis import Thresholds, diagnose
-from pipeline.shippers.darshan_read import read_darshan
 
 GiB = 2**30
 MiB = 2**20

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.formats.sysstat.decode import parse_sadf_csv
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import parse_sadf_csv
-from pipeline.records import DISK_METRICS, DiskSample, RestartMark
+from pipeline.records.core import DISK_METRICS, DiskSample, RestartMark
 from pipeline.reducers.downsample import DiskAmounts, Downsampler, downsample
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"

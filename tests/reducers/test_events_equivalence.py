@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.parsers.events import Event
+from pipeline.records.events import Event
 from pipeline.reducers.edit_distance import Item, distance
 from pipeline.reducers.event_order import ReorderQueue
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.parsers.fio_bins import BinLayout
-from pipeline.records import FioHistRow
-from pipeline.reducers.fio_window import IntervalMerger, WindowTracker, percentile_key
+from pipeline.formats.fio.window import IntervalMerger, WindowTracker, percentile_key
+from pipeline.records.core import FioHistRow
+from pipeline.records.fio_bins import BinLayout
 
 NS = BinLayout(29, 0, "ns")
 

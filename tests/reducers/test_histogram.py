@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.parsers.fio_bins import BinLayout
+from pipeline.records.fio_bins import BinLayout
 from pipeline.reducers.histogram import LatencyHistogram
 
 NS = BinLayout(29, 0, "ns")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.parsers.event_schema import EventSchema, event_schema
+from pipeline.records.event_schema import EventSchema, event_schema
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.event_order import merge_streams, reorder
 from pipeline.reducers.request_cluster import (

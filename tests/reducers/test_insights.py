@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.formats.darshan.read import read_darshan
 from pipeline.reducers.darshan_job import analyze
 from pipeline.reducers.insights import insights
 from pipeline.reducers.io_diagnosis import LmtWindow, diagnose, lmt_window
-from pipeline.shippers.darshan_read import read_darshan
 
 
 @pytest.mark.parametrize(("nodes", "code"), [(2, "M08"), (128, "M09"), (4, "M10")])

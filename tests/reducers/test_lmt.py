@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.formats.lmt.decode import LmtSample, parse_lmt_csv
+from pipeline.formats.lmt.reduce import OstDeltaReducer, OstInterval
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.lmt import LmtSample, parse_lmt_csv
-from pipeline.reducers.lmt import OstDeltaReducer, OstInterval
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lmt"
 OST = "snx11168-OST00ad"

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from pipeline.parsers.event_schema import EventSchema, event_schema
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import EventSchema, event_schema
+from pipeline.records.events import Event
 from pipeline.reducers.event_order import ReorderQueue, merge_streams, reorder
 from pipeline.reducers.line_holds import LineHolds
 from pipeline.reducers.request_join import RequestParser, extract

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.parsers.event_schema import EventSchema, event_schema
-from pipeline.parsers.events import Event
+from pipeline.records.event_schema import EventSchema, event_schema
+from pipeline.records.events import Event
 from pipeline.reducers.canonical import Canonical, canonical
 from pipeline.reducers.clock_offset import ClockOffset, estimate_offset, offsets_from
 from pipeline.reducers.event_order import merge_streams

@@ -53,23 +53,23 @@ from elasticsearch import Elasticsearch, NotFoundError
 
 from pipeline.cli.main import main
 from pipeline.errors import ConfigError
+from pipeline.formats.darshan.tail import analyze_path
+from pipeline.formats.events.decode import parse_events
+from pipeline.formats.lmt.decode import LmtSample, parse_lmt_csv
+from pipeline.formats.lmt.reduce import OstDeltaReducer
+from pipeline.formats.slurm.decode import SlurmJob, parse_sacct
+from pipeline.formats.sysstat.decode import parse_sadf_csv
+from pipeline.formats.sysstat.sadc import convert_sadc
+from pipeline.formats.sysstat.sadf_json import parse_sadf_json
 from pipeline.jobs.main_job import MainJob
 from pipeline.jobs.summary import RunSummary
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.event_schema import load_event_schema
-from pipeline.parsers.events import parse_events
-from pipeline.parsers.lmt import LmtSample, parse_lmt_csv
-from pipeline.parsers.slurm import SlurmJob, parse_sacct
-from pipeline.parsers.sysstat import parse_sadf_csv
-from pipeline.parsers.sysstat_json import parse_sadf_json
-from pipeline.records import DiskSample
+from pipeline.records.core import DiskSample
+from pipeline.records.event_schema import load_event_schema
 from pipeline.reducers.downsample import Downsampler
 from pipeline.reducers.event_order import merge_streams
-from pipeline.reducers.lmt import OstDeltaReducer
 from pipeline.reducers.request_join import extract
 from pipeline.settings import Settings, load_settings, settings_from_mapping
-from pipeline.shippers.darshan_tail import analyze_path
-from pipeline.shippers.sadc import convert_sadc
 from pipeline.sink.deadletter import DeadInput, DeadLetters
 from pipeline.sink.search import refresh
 
@@ -922,7 +922,7 @@ def test_darshan_log_that_crashes_darshan_util_is_quarantined(
 def darshan_dump() -> list[bytes]:
     """``sample.darshan`` as ``darshan-parser`` prints it (header lines, then one
     tab-separated line per counter; reference/darshan-iominer.md 4), its POSIX module only."""
-    from pipeline.shippers.darshan_read import read_darshan
+    from pipeline.formats.darshan.read import read_darshan
 
     log = read_darshan(darshan_input("sample.darshan"))
     out = [

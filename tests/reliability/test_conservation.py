@@ -10,7 +10,7 @@ nothing, every other line a document or a dead letter):
   ``#`` line is a data row, and a bad one);
 * ``header``: a header line that names the required columns (it is kept in the cursor);
 * ``priming`` (LMT): an OST's first accepted sample: its counters only start the OST's first
-  interval, whose document the OST's next sample closes (``pipeline.reducers.lmt``);
+  interval, whose document the OST's next sample closes (``pipeline.formats.lmt.reduce``);
 * ``repeat`` (LMT): an exact repeat (time and both counters) of the OST's last sample.
 
 A row under a header that cannot be read (a required column missing, or one twice) is a dead
@@ -39,20 +39,24 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from elasticsearch import Elasticsearch, NotFoundError
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from pipeline.formats.lmt import decode as lmt
+from pipeline.formats.lmt.decode import LmtCsvParser, LmtSample
+from pipeline.formats.lmt.shipper import LmtChain
+from pipeline.formats.slurm import decode as slurm
+from pipeline.formats.slurm.shipper import SlurmChain
+from pipeline.formats.sysstat.tail import SysstatTail
 from pipeline.jobs.main_job import MainJob
-from pipeline.parsers import lmt, slurm
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.lmt import LmtCsvParser, LmtSample
 from pipeline.shippers.registry import Registry
 from pipeline.shippers.results import LineResult
-from pipeline.shippers.sysstat_tail import SysstatTail
-from pipeline.shippers.table_tail import TableKind, TableTail
+from pipeline.shippers.table_tail import TableChain, TableTail
 from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.documents import DocContext
 from pipeline.sink.search import refresh
@@ -65,6 +69,10 @@ BLANK, HEADER, PRIMING, REPEAT = "blank", "header", "priming", "repeat"
 
 CTX = DocContext(namespace="conservation", agent_name="test")
 PIPE = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+TableKind = Literal["slurm", "lmt"]
+CHAINS: dict[str, Callable[[], TableChain]] = {"slurm": SlurmChain, "lmt": LmtChain}
+"""The chain each table format's tail runs."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +149,7 @@ def silent_lines(fmt: Format, lines: Sequence[bytes]) -> dict[int, str]:
 def tail_results(path: Path, kind: TableKind, chunk_bytes: int, restart: bool) -> list[LineResult]:
     """Every result of tailing ``path`` to its end in reads of ``chunk_bytes``; with
     ``restart``, a new tail resumes from the stored cursor after each read."""
-    tail = TableTail("key", str(path), kind, UTC)
+    tail = TableTail("key", str(path), CHAINS[kind], UTC)
     tail.resume(0, 0, None)
     out: list[LineResult] = []
     while (chunk := tail.read(chunk_bytes)).lines:
@@ -149,7 +157,7 @@ def tail_results(path: Path, kind: TableKind, chunk_bytes: int, restart: bool) -
         if restart:
             offset, line_no = tail.offset, tail.line_no
             cursor = tail.take_snapshot(offset)
-            tail = TableTail("key", str(path), kind, UTC)
+            tail = TableTail("key", str(path), CHAINS[kind], UTC)
             tail.resume(offset, line_no, cursor)
     return out
 

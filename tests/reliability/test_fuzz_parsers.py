@@ -15,15 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import ConfigError
-from pipeline.parsers.darshan import parse_darshan_text
+from pipeline.formats.darshan.decode import parse_darshan_text
+from pipeline.formats.events.decode import parse_event_line, perf_sched_events
+from pipeline.formats.fio.decode import detect_layout, parse_lines
+from pipeline.formats.lmt.decode import parse_lmt_csv
+from pipeline.formats.slurm.decode import parse_sacct
+from pipeline.formats.sysstat.decode import parse_sadf_csv
+from pipeline.formats.sysstat.sadf_json import parse_sadf_json
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.event_schema import event_schema
-from pipeline.parsers.events import parse_event_line, perf_sched_events
-from pipeline.parsers.fio_hist import detect_layout, parse_lines
-from pipeline.parsers.lmt import parse_lmt_csv
-from pipeline.parsers.slurm import parse_sacct
-from pipeline.parsers.sysstat import parse_sadf_csv
-from pipeline.parsers.sysstat_json import parse_sadf_json
+from pipeline.records.event_schema import event_schema
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIO = (DATA / "fio" / "samples" / "node01" / "randrw_clat_hist.1.log").read_bytes().splitlines()
@@ -221,8 +221,8 @@ def damaged_binary(draw: st.DrawFn, data: bytes) -> bytes:
 
 
 def test_sadc_reader(tmp_path_factory: pytest.TempPathFactory) -> None:
-    from pipeline.parsers.sysstat import parse_sadf_csv
-    from pipeline.shippers.sadc import convert_sadc
+    from pipeline.formats.sysstat.decode import parse_sadf_csv
+    from pipeline.formats.sysstat.sadc import convert_sadc
 
     path = tmp_path_factory.mktemp("sadc") / "sa_fuzz"
 
@@ -248,7 +248,7 @@ def test_darshan_binary_reader(tmp_path_factory: pytest.TempPathFactory) -> None
     # not check may crash the process reading it; the pool turns that into a ParseError.
     import darshan
 
-    from pipeline.shippers.darshan_tail import DarshanPool
+    from pipeline.formats.darshan.tail import DarshanPool
 
     wheel = Path(darshan.__file__).resolve().parent / "tests" / "input"
     logs = [
@@ -325,7 +325,7 @@ def test_settings_and_schemas_from_random_yaml_files(
 ) -> None:
     import yaml
 
-    from pipeline.parsers.event_schema import load_event_schema
+    from pipeline.records.event_schema import load_event_schema
     from pipeline.settings import load_settings
 
     path = tmp_path_factory.mktemp("yaml") / "c.yaml"

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.errors import ConfigError
 from pipeline.jobs.main_job import MainJob
-from pipeline.parsers.event_schema import load_event_schema
+from pipeline.records.event_schema import load_event_schema
 from pipeline.settings import (
     ElasticsearchSettings,
     EmbeddedSettings,
@@ -133,11 +133,11 @@ def test_yaml_cannot_run_code(tmp_path: Path) -> None:
 def test_file_contents_do_not_steer_index_names(tmp_path: Path) -> None:
     """Document indexes are ``<type>-<dataset>-<namespace>`` with fixed datasets: names,
     attributes and hosts from the input never become part of an index name."""
-    from pipeline.parsers.events import Event
+    from pipeline.formats.events.encode import request_document
+    from pipeline.records.events import Event
     from pipeline.reducers.canonical import canonical
     from pipeline.reducers.request_join import extract
     from pipeline.sink.documents import DocContext
-    from pipeline.sink.request_documents import request_document
 
     schema = load_event_schema(ROOT / "config" / "schemas" / "http_server.yaml")
     hostile = "metrics-x-default/_doc/../../_bulk"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.settings import SinkSettings
 from pipeline.sink.sender import AsyncSink
 

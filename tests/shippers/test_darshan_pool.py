@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.formats.darshan import tail as darshan_tail
+from pipeline.formats.darshan.tail import DarshanPool, analyze_path
 from pipeline.parsers.errors import ParseError
 from pipeline.reducers.darshan_job import JobAnalysis
-from pipeline.shippers import darshan_tail
-from pipeline.shippers.darshan_tail import DarshanPool, analyze_path
 
 
 def same(a: JobAnalysis, b: JobAnalysis) -> bool:

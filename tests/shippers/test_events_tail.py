@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 
 from pipeline.delivery.acks import AckTracker
-from pipeline.parsers.event_schema import EventSchema, load_event_schema
-from pipeline.parsers.events import parse_events
-from pipeline.records import Document
+from pipeline.formats.events.decode import parse_events
+from pipeline.formats.events.encode import request_id
+from pipeline.formats.events.tail import EventsTail
+from pipeline.formats.events.workload_model import WorkloadModel
+from pipeline.records.core import Document
+from pipeline.records.event_schema import EventSchema, load_event_schema
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_join import extract
 from pipeline.reducers.request_record import Request
 from pipeline.settings import RequestsSettings
-from pipeline.shippers.events_tail import EventsTail
 from pipeline.shippers.tailer import split_complete_lines
-from pipeline.shippers.workload_model import WorkloadModel
 from pipeline.sink.documents import DocContext
-from pipeline.sink.request_documents import request_id
 
 ROOT = Path(__file__).resolve().parents[2]
 

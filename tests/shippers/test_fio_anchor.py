@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from pipeline.formats.fio.shipper import FioShipper
+from pipeline.formats.fio.tail import FioTail
 from pipeline.settings import DropSettings, settings_from_mapping
-from pipeline.shippers.fio_tail import FioTail
-from pipeline.shippers.formats.base import NewFile, ShipContext
-from pipeline.shippers.formats.fio import FioShipper
 from pipeline.shippers.identity import identify
+from pipeline.shippers.interface import NewFile, ShipContext
 from pipeline.shippers.registry import Registry
 from pipeline.sink.documents import DocContext
 
@@ -63,7 +63,7 @@ def open_log(ship: FioShipper, registry: Registry, path: Path, tmp_path: Path) -
 def test_an_estimated_start_is_said_once_per_file_with_the_value_used(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="pipeline.shippers.formats.fio")
+    caplog.set_level(logging.WARNING, logger="pipeline.formats.fio.shipper")
     registry = Registry(tmp_path / "state" / "registry.sqlite")
     try:
         ship = shipper(tmp_path, registry)
@@ -100,7 +100,7 @@ def test_an_estimated_start_is_said_once_per_file_with_the_value_used(
 def test_no_estimate_is_said_when_run_start_is_set_or_the_log_has_epoch_times(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="pipeline.shippers.formats.fio")
+    caplog.set_level(logging.WARNING, logger="pipeline.formats.fio.shipper")
     epoch_ms = 1_795_584_300_203  # the same log written with log_unix_epoch=1
     lines = (SAMPLES / "randrw_clat_hist.2.log").read_bytes().splitlines(keepends=True)
     epoch = b"".join(

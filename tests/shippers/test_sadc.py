@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from pipeline.errors import ConfigError
+from pipeline.formats.sysstat.decode import parse_sadf_csv
+from pipeline.formats.sysstat.sadc import convert_sadc
+from pipeline.formats.sysstat.sadc_versions import SadcFormat, sadc_format
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import parse_sadf_csv
-from pipeline.records import DiskSample, RestartMark
-from pipeline.shippers.sadc import convert_sadc
-from pipeline.shippers.sadc_versions import SadcFormat, sadc_format
+from pipeline.records.core import DiskSample, RestartMark
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "sysstat"
 SADC = "/usr/lib/sysstat/sadc"
@@ -106,7 +106,7 @@ def test_timeout_names_the_file() -> None:
 
 
 def test_file_from_another_host_warns(sadf: str, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="pipeline.shippers.sadc"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.formats.sysstat.sadc"):
         convert_sadc(DATA / "sa_test", sadf=sadf, local_host="fs001")
     assert len(caplog.records) == 1
     assert "recorded on vm but converted on fs001" in caplog.records[0].getMessage()

@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.shippers import handover
-from pipeline.shippers.handover import hand_over
-from pipeline.shippers.sadc_cycle import (
+from pipeline.formats.sysstat import handover
+from pipeline.formats.sysstat.handover import hand_over
+from pipeline.formats.sysstat.sadc_cycle import (
     CycleDaemon,
     RunPlan,
     file_name_for,
@@ -301,7 +301,7 @@ def test_failures_are_logged_with_stderr_and_retried_with_capped_backoff(
     missing = FileNotFoundError(errno.ENOENT, "No such file or directory", "/x/sadc")
     r = rig("2026-11-22T05:11:00", [missing, missing, 2, 2, 0, 2])
     r.spawn.write = b""  # the failing runs leave empty files: removed, not handed over
-    with caplog.at_level(logging.INFO, logger="pipeline.shippers.sadc_cycle"):
+    with caplog.at_level(logging.INFO, logger="pipeline.formats.sysstat.sadc_cycle"):
         assert r.daemon(retry_cap_s=3.0).run() == 0
     assert r.sleeps == [1.0, 2.0, 3.0, 3.0]  # the last failure: stopped, no backoff
     errors = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.ERROR]

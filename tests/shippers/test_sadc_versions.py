@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from elasticsearch import Elasticsearch
 
+from pipeline.formats.sysstat.decode import parse_sadf_csv
+from pipeline.formats.sysstat.sadc import convert_sadc
+from pipeline.formats.sysstat.sadc_versions import SadcFormat, sadc_format
 from pipeline.jobs.main_job import MainJob
 from pipeline.parsers.errors import ParseError
-from pipeline.parsers.sysstat import parse_sadf_csv
-from pipeline.records import DISK_METRICS, DiskSample
+from pipeline.records.core import DISK_METRICS, DiskSample
 from pipeline.reducers.downsample import Downsampler
 from pipeline.settings import settings_from_mapping
-from pipeline.shippers.sadc import convert_sadc
-from pipeline.shippers.sadc_versions import SadcFormat, sadc_format
 from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.search import refresh
 

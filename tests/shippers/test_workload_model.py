@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.formats.events import workload_model
+from pipeline.formats.events.workload_model import WorkloadModel
 from pipeline.reducers.canonical import Canonical, Token
 from pipeline.settings import RequestsSettings
-from pipeline.shippers import workload_model
-from pipeline.shippers.workload_model import WorkloadModel
 from pipeline.sink.documents import DocContext
 
 

@@ -20,35 +20,33 @@ import yaml
 from elasticsearch import Elasticsearch
 
 import pipeline
-from pipeline.parsers.event_schema import event_schema
-from pipeline.parsers.fio_bins import BinLayout
-from pipeline.records import DiskSample, LineRef
+from pipeline.formats.darshan.encode import diagnosis_document, file_documents, job_document
+from pipeline.formats.darshan.read import read_darshan
+from pipeline.formats.events.encode import model_documents, request_document, wall_offset
+from pipeline.formats.fio.encode import FioSource, RecordFields, histogram_document
+from pipeline.formats.fio.window import histogram_stats
+from pipeline.formats.sysstat.encode import diskio_document
+from pipeline.records.core import DiskSample, LineRef
+from pipeline.records.event_schema import event_schema
+from pipeline.records.fio_bins import BinLayout
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.darshan_job import analyze
-from pipeline.reducers.fio_window import histogram_stats
 from pipeline.reducers.histogram import LatencyHistogram
 from pipeline.reducers.incident import Incident, Span
 from pipeline.reducers.io_diagnosis import diagnose
 from pipeline.reducers.request_cluster import cluster_all
 from pipeline.reducers.request_join import extract
-from pipeline.shippers.darshan_read import read_darshan
 from pipeline.sink.capabilities import detect
-from pipeline.sink.darshan_documents import diagnosis_document, file_documents, job_document
 from pipeline.sink.documents import (
     DocContext,
-    FioSource,
     LatencyKey,
     PeerVerdict,
-    RecordFields,
-    diskio_document,
-    histogram_document,
     latency_document,
     peer_anomaly_document,
     persistence_document,
 )
 from pipeline.sink.incident_documents import incident_source, write_incidents
 from pipeline.sink.rate_documents import pipeline_document, service_rate_document
-from pipeline.sink.request_documents import model_documents, request_document, wall_offset
 from pipeline.sink.templates import install, load_templates
 from tests.conftest import darshan_wheel_logs
 from tests.sink.test_hpc_documents import lmt_docs, slurm_docs

@@ -12,7 +12,7 @@ import pytest
 from elastic_transport import ApiResponseMeta, HttpHeaders, NodeConfig
 from elasticsearch import ApiError, ConnectionError, Elasticsearch
 
-from pipeline.records import Document, LineRef
+from pipeline.records.core import Document, LineRef
 from pipeline.settings import SinkSettings
 from pipeline.sink.actions import expand, ndjson
 from pipeline.sink.bulk import BulkSink

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.records import Document, LineRef
+from pipeline.formats.darshan.encode import diagnosis_document, file_documents, job_document
+from pipeline.formats.darshan.read import read_darshan
+from pipeline.records.core import Document, LineRef
 from pipeline.reducers.darshan_job import analyze
 from pipeline.reducers.io_diagnosis import diagnose
-from pipeline.shippers.darshan_read import read_darshan
-from pipeline.sink.darshan_documents import diagnosis_document, file_documents, job_document
 from pipeline.sink.documents import DocContext
 
 CTX = DocContext("default", "shipper1")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.records import Document, LineRef
+from pipeline.records.core import Document, LineRef
 from pipeline.sink.deadletter import DeadLetters, Rejection
 
 NOW = datetime(2025, 1, 1, 12, 0, 2, tzinfo=UTC)

@@ -8,19 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.parsers.fio_bins import BinLayout
-from pipeline.records import FioHistRow, LineRef
-from pipeline.reducers.fio_window import WindowTracker, histogram_stats
+from pipeline.formats.fio.encode import FioSource, RecordFields, histogram_document
+from pipeline.formats.fio.window import WindowTracker, histogram_stats
+from pipeline.records.core import FioHistRow, LineRef
+from pipeline.records.fio_bins import BinLayout
 from pipeline.reducers.histogram import LatencyHistogram
-from pipeline.sink.documents import (
-    DocContext,
-    FioSource,
-    LatencyKey,
-    RecordFields,
-    histogram_document,
-    iso_ms,
-    latency_document,
-)
+from pipeline.sink.documents import DocContext, LatencyKey, iso_ms, latency_document
 from pipeline.sink.templates import mappings_dir
 
 NS = BinLayout(29, 0, "ns")

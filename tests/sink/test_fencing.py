@@ -271,8 +271,8 @@ def test_a_stale_incident_writer_leaves_the_later_generations_incident(
 @pytest.mark.usefixtures("templates")
 def test_the_latest_sample_of_each_server_is_known(es_client: Elasticsearch) -> None:
     """What the peer comparison waits on: each server's latest diskio sample after a time."""
-    from pipeline.records import DiskSample
-    from pipeline.sink.documents import diskio_document
+    from pipeline.formats.sysstat.encode import diskio_document
+    from pipeline.records.core import DiskSample
     from pipeline.sink.search import latest_per
 
     ns = f"f{uuid.uuid4().hex[:8]}"

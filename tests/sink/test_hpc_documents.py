@@ -15,13 +15,14 @@ from zoneinfo import ZoneInfo
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.parsers.lmt import LmtSample, parse_lmt_csv
-from pipeline.parsers.slurm import SlurmJob, parse_sacct
-from pipeline.records import Document, LineRef
-from pipeline.reducers.lmt import OstDeltaReducer, OstInterval
+from pipeline.formats.lmt.decode import LmtSample, parse_lmt_csv
+from pipeline.formats.lmt.encode import lmt_ost_document
+from pipeline.formats.lmt.reduce import OstDeltaReducer, OstInterval
+from pipeline.formats.slurm.decode import SlurmJob, parse_sacct
+from pipeline.formats.slurm.encode import slurm_job_document
+from pipeline.records.core import Document, LineRef
 from pipeline.sink.capabilities import Capabilities
 from pipeline.sink.documents import DocContext
-from pipeline.sink.hpc_documents import lmt_ost_document, slurm_job_document
 from pipeline.sink.templates import install, load_templates, mappings_dir
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -11,14 +11,15 @@ import pytest
 import yaml
 from elasticsearch import Elasticsearch
 
-from pipeline.parsers.event_schema import event_schema
-from pipeline.parsers.events import Event, parse_events
+from pipeline.formats.events.decode import parse_events
+from pipeline.formats.events.encode import model_documents, request_document, wall_offset
+from pipeline.records.event_schema import event_schema
+from pipeline.records.events import Event
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.request_cluster import cluster_all
 from pipeline.reducers.request_join import extract
 from pipeline.sink.capabilities import detect
 from pipeline.sink.documents import DocContext
-from pipeline.sink.request_documents import model_documents, request_document, wall_offset
 from pipeline.sink.templates import install, load_templates
 
 SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schemas" / "http_server.yaml"

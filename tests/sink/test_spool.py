@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.records import Document, LineRef
+from pipeline.records.core import Document, LineRef
 from pipeline.sink.spool import (
     Spool,
     SpoolFull,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.records import Document
+from pipeline.records.core import Document
 from pipeline.settings import SinkSettings
 from pipeline.sink.sender import MIN_BULK_DOCS, AsyncSink
 from pipeline.sink.stage_queue import EndCounts, StageQueue

@@ -22,7 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.parsers.events import Event, parse_events, perf_sched_events
+from pipeline.formats.events.decode import parse_events, perf_sched_events
+from pipeline.records.events import Event
 
 SERVER = Path(__file__).resolve().parent / "http_server.py"
 PATHS = {

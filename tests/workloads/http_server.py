@@ -24,7 +24,7 @@ F       /rpcspin     spins 7.5 ms, calls the back-end thread over a socket (whic
                      and waits for its reply, then spins 7.25 ms
 ======  ===========  ===================================================================
 
-Events are JSON lines (the format of :mod:`pipeline.parsers.events`): ``ts`` from
+Events are JSON lines (the format of :mod:`pipeline.formats.events.decode`): ``ts`` from
 ``time.monotonic_ns()``, ``tid`` from ``threading.get_native_id()``, ``cpu_ns`` the thread's
 CPU time since its previous event (``time.thread_time_ns()``), and the join attributes of
 ``config/schemas/http_server.yaml``. ``ReqStart`` carries the ground truth ``_type`` and

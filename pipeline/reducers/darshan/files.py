@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.parsers.darshan_log import STD_STREAM_IDS, STD_STREAM_NAMES, DarshanLog, ModuleTable
+from pipeline.records.darshan_log import STD_STREAM_IDS, STD_STREAM_NAMES, DarshanLog, ModuleTable
 from pipeline.reducers.darshan.records import record_columns
 from pipeline.reducers.darshan.times import busy_intervals
 

@@ -12,7 +12,7 @@ import functools
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.parsers.darshan_log import ModuleTable
+from pipeline.records.darshan_log import ModuleTable
 
 F64 = npt.NDArray[np.float64]
 

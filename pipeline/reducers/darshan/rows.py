@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.parsers.darshan_log import DarshanLog
+from pipeline.records.darshan_log import DarshanLog
 from pipeline.reducers.darshan.files import FileTable
 
 F64 = npt.NDArray[np.float64]

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.parsers.darshan_log import INTERFACE_MODULES, DarshanLog
+from pipeline.records.darshan_log import INTERFACE_MODULES, DarshanLog
 from pipeline.reducers.darshan.files import FileTable, GroupedFiles, bytes_moved
 from pipeline.reducers.darshan.times import darshan_time_by_slowest, direction_unions
 from pipeline.reducers.sweep import CoveringSet

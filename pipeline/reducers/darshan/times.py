@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.parsers.darshan_log import DarshanLog
+from pipeline.records.darshan_log import DarshanLog
 
 F64 = npt.NDArray[np.float64]
 RecordColumns = tuple[npt.NDArray[np.int64], dict[str, F64]]

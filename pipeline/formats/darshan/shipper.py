@@ -1,0 +1,52 @@
+"""Shipping Darshan logs: whole files, analysed in a worker pool (see
+:mod:`pipeline.formats.darshan.tail`)."""
+
+from __future__ import annotations
+
+from pipeline.formats.darshan.tail import DarshanPool, DarshanTail
+from pipeline.reducers.io_diagnosis import Thresholds
+from pipeline.shippers.interface import NewFile, ShipContext, Shipper, Tail
+
+
+class DarshanShipper(Shipper):
+    """Darshan logs (binary, or ``darshan-parser`` text dumps).
+
+    Args:
+        ctx: what the job gives its shippers; ``darshan.workers`` and ``darshan.inline`` size
+            the pool.
+    """
+
+    whole_file = True
+    rotated_copies = False
+
+    def __init__(self, ctx: ShipContext) -> None:
+        super().__init__(ctx)
+        ds = ctx.settings.darshan
+        self.pool = DarshanPool(ds.workers, inline=ds.inline)
+
+    def open(self, file: NewFile) -> Tail:
+        """A tail on a log, read once it was unchanged for ``darshan.stable_s`` (at once in a
+        ``--once`` run)."""
+        state = file.register()
+        ds = self.ctx.settings.darshan
+        tail = DarshanTail(
+            file.key,
+            file.path,
+            self.pool,
+            stable_s=0.0 if self.ctx.once else ds.stable_s,
+            thresholds=Thresholds(ds.min_nprocs, ds.min_bytes_per_proc, ds.max_bytes_per_s),
+            evidence=self.ctx.evidence,
+            clock=self.ctx.clock,
+            monotonic=self.ctx.monotonic,
+        )
+        tail.resume(state.offset, state.line_no, state.cursor)
+        return tail
+
+    def prefetch(self, tail: Tail) -> None:
+        """Hand the log to the pool now, so logs are analysed while others are shipped."""
+        if isinstance(tail, DarshanTail):
+            tail.prefetch()
+
+    def close(self) -> None:
+        """Stop the workers."""
+        self.pool.close()
