@@ -56,7 +56,7 @@ lint: $(STAMP)
 	$(BIN)/python scripts/shape.py
 
 schema: $(STAMP)
-	$(BIN)/python -m pipeline.settings > config/schemas/pipeline.schema.json
+	$(BIN)/iolens config schema > config/schemas/pipeline.schema.json
 
 # The documentation site (var/site), built with --strict. Stale generated reference pages are
 # regenerated and fail the target, so that CI catches them: review, commit, run it again.

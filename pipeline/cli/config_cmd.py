@@ -31,9 +31,10 @@ def run(args: argparse.Namespace) -> int:
 
         print(example_config(), end="")
     elif args.action == "schema":
+        from pipeline.formats.registry import config_schema
         from pipeline.settings import json_schema
 
-        print(json.dumps(json_schema(), indent=2, sort_keys=True))
+        print(json.dumps(config_schema(json_schema()), indent=2, sort_keys=True))
     else:
         from pipeline.cli.common import config_path, settings_from_args
 

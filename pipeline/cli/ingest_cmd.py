@@ -12,16 +12,17 @@ from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.run_cmd import add_redeliver
 from pipeline.cli.subcommand import Subparsers
 from pipeline.errors import ConfigError
+from pipeline.formats.registry import FORMATS
 from pipeline.jobs.drain import EX_TEMPFAIL
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
-from pipeline.settings import DEFAULT_PATTERNS, DropSettings
+from pipeline.settings import DropSettings
 
 
 def add_parser(sub: Subparsers, name: str) -> None:
     """Register the subcommand."""
     p = sub.add_parser(name, help="ingest the given files once", description=__doc__)
-    p.add_argument("--type", required=True, choices=sorted(DEFAULT_PATTERNS), help="input format")
+    p.add_argument("--type", required=True, choices=sorted(FORMATS), help="input format")
     p.add_argument("--tz", default="UTC", help="time zone of local times (slurm, lmt)")
     p.add_argument("--schema", help="the event schema (YAML) of events files")
     p.add_argument("--state-dir", help="registry, spool and dead letters (default: config)")

@@ -12,12 +12,13 @@ from rich.console import Console
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers
 from pipeline.errors import ConfigError
+from pipeline.formats.registry import FORMATS
 from pipeline.jobs.drain import EX_TEMPFAIL, BoundedDrain
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
-from pipeline.settings import DEFAULT_PATTERNS, DropSettings, Settings
+from pipeline.settings import DropSettings, Settings
 
-DROP_TYPES = tuple(DEFAULT_PATTERNS)
+DROP_TYPES = tuple(FORMATS)
 
 log = logging.getLogger("iolens")
 

@@ -1,24 +1,28 @@
-"""One shipper per drop format, behind one interface (:class:`~.base.Shipper`).
+"""The drop formats iolens reads: one line each in :data:`FORMATS`.
 
-``drops[].type`` names the format; :data:`SHIPPERS` maps it to the shipper's class, made once per
-job by :func:`build_shippers`. Adding a format: a module here with a :class:`~.base.Shipper`
-subclass (and its tail), and its entry in :data:`SHIPPERS` (and in
-:data:`pipeline.settings.DropType`).
+``drops[].type`` names a format; its shipper class (:class:`~pipeline.shippers.interface.Shipper`)
+declares the rest: the default file pattern, the data streams it writes, how files are read.
+A format is a package under ``pipeline/formats/`` (decoder, reducers, document encoder,
+shipper); adding one is adding its package and its line here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Mapping
+from typing import Any
 
+from pipeline.errors import ConfigError
 from pipeline.formats.darshan.shipper import DarshanShipper
 from pipeline.formats.events.shipper import EventsShipper
 from pipeline.formats.fio.shipper import FioShipper
 from pipeline.formats.lmt.shipper import LmtShipper
 from pipeline.formats.slurm.shipper import SlurmShipper
 from pipeline.formats.sysstat.shipper import SadcShipper, SadfShipper
+from pipeline.settings import Settings
 from pipeline.shippers.interface import ShipContext, Shipper
 
-SHIPPERS: dict[str, Callable[[ShipContext], Shipper]] = {
+FORMATS: dict[str, type[Shipper]] = {
     "fio-hist": FioShipper,
     "sadf": SadfShipper,
     "sadc": SadcShipper,
@@ -27,9 +31,41 @@ SHIPPERS: dict[str, Callable[[ShipContext], Shipper]] = {
     "lmt": LmtShipper,
     "events": EventsShipper,
 }
-"""Drop type -> shipper factory, in the order their idle work runs."""
+"""Drop type -> shipper class, in the order their idle work runs."""
 
 
-def build_shippers(ctx: ShipContext) -> dict[str, Shipper]:
-    """The shipper of every drop type (``drops[].type`` -> shipper)."""
-    return {kind: make(ctx) for kind, make in SHIPPERS.items()}
+def build_shippers(
+    ctx: ShipContext, formats: Mapping[str, type[Shipper]] = FORMATS
+) -> dict[str, Shipper]:
+    """The shipper of every drop type (``drops[].type`` -> shipper), made once per job."""
+    return {kind: make(ctx) for kind, make in formats.items()}
+
+
+def check_drops(settings: Settings, formats: Mapping[str, type[Shipper]] = FORMATS) -> None:
+    """Refuse a configuration whose drops name a format iolens does not read.
+
+    Raises:
+        ConfigError: ``drops[i].type`` is not a key of ``formats``; the message names the drop,
+            the formats known and the closest name.
+    """
+    for i, drop in enumerate(settings.drops):
+        if drop.type not in formats:
+            raise ConfigError(unknown_type(f"drops[{i}].type", drop.type, formats))
+
+
+def unknown_type(where: str, kind: str, formats: Mapping[str, type[Shipper]] = FORMATS) -> str:
+    """Why ``kind`` is refused: the formats known, and the closest name when one is close."""
+    close = difflib.get_close_matches(kind, list(formats), n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{where}: {kind!r} is not a drop format iolens reads ({', '.join(formats)}){hint}"
+
+
+def config_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration's JSON Schema with ``drops[].type`` limited to the formats known."""
+    out = dict(schema)
+    defs = {**out["$defs"]}
+    drop = {**defs["DropSettings"]}
+    props = {**drop["properties"]}
+    props["type"] = {**props["type"], "enum": list(FORMATS)}
+    drop["properties"], defs["DropSettings"], out["$defs"] = props, drop, defs
+    return out

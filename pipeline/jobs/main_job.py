@@ -26,7 +26,7 @@ from typing import Any
 
 from pipeline.delivery.commit import Delivery, sort_acknowledged
 from pipeline.errors import ConfigError
-from pipeline.formats.registry import build_shippers
+from pipeline.formats.registry import build_shippers, check_drops
 from pipeline.jobs.darshan_evidence import server_evidence
 from pipeline.jobs.fio_latency import JOB_KEY
 from pipeline.jobs.health import Health
@@ -77,6 +77,10 @@ class MainJob:
         redeliver: read again the files whose lines were delivered to another cluster
             (:meth:`Registry.redeliver <pipeline.shippers.registry.Registry.redeliver>`);
             without it they are not read, and :meth:`ingest` says so once.
+
+    Raises:
+        ConfigError: a drop names a format iolens does not read
+            (:func:`~pipeline.formats.registry.check_drops`).
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class MainJob:
         install_templates: bool = True,
         redeliver: bool = False,
     ) -> None:
+        check_drops(settings)
         state = Path(settings.state_dir)
         self._lock = lock_state_dir(state)
         self.disk = DiskWatch(state)

@@ -11,13 +11,14 @@ One module per section of the file: :mod:`~pipeline.settings.connection` (``elas
 :mod:`~pipeline.settings.sink` (``sink``, ``service_rate``), :mod:`~pipeline.settings.alerts`
 (``alerts``, ``incident``); :mod:`~pipeline.settings.model` puts them together as
 :class:`Settings` and :mod:`~pipeline.settings.load` reads and validates a file.
-``python -m pipeline.settings`` prints the JSON Schema.
+``iolens config schema`` prints the JSON Schema (with the drop formats of
+:mod:`pipeline.formats.registry`).
 """
 
 from pipeline.settings.alerts import AlertSettings, IncidentSettings, SlaSettings
 from pipeline.settings.analysis import DarshanSettings, FioSettings, PeerSettings, RequestsSettings
 from pipeline.settings.connection import ElasticsearchSettings, EmbeddedSettings, read_secret
-from pipeline.settings.drops import DEFAULT_PATTERNS, DropSettings, DropType, ShipperSettings
+from pipeline.settings.drops import DropSettings, ShipperSettings
 from pipeline.settings.load import (
     DEFAULT_CONFIG,
     json_schema,
@@ -29,11 +30,9 @@ from pipeline.settings.sink import ServiceRateSettings, SinkSettings
 
 __all__ = [
     "DEFAULT_CONFIG",
-    "DEFAULT_PATTERNS",
     "AlertSettings",
     "DarshanSettings",
     "DropSettings",
-    "DropType",
     "ElasticsearchSettings",
     "EmbeddedSettings",
     "FioSettings",

@@ -9,25 +9,13 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pipeline.settings.base import Frozen
 
-DropType = Literal["fio-hist", "sadf", "sadc", "darshan", "slurm", "lmt", "events"]
-
-DEFAULT_PATTERNS: dict[str, str] = {
-    "fio-hist": "*_clat_hist.*.log*",
-    "sadf": "*",
-    "sadc": "*",
-    "darshan": "*.darshan",
-    "slurm": "*",
-    "lmt": "*.csv",
-    "events": "*.jsonl",
-}
-
 
 class DropSettings(Frozen):
     """One drop directory watched by a shipper."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    type: DropType = Field(
+    type: str = Field(
         description="Input format of the files dropped here: fio-hist (fio histogram logs), "
         "sadf (sadf -d CSV, tailed, or sadf -j JSON), sadc (sadc binary activity files, read "
         "whole through sadf on this host), darshan (Darshan binary logs, or darshan-parser "
@@ -78,11 +66,6 @@ class DropSettings(Frozen):
         if self.type != "events" and self.schema_file:
             raise ValueError("schema: is only for events drops")
         return self
-
-    @property
-    def glob(self) -> str:
-        """The file-name pattern in force."""
-        return self.pattern or DEFAULT_PATTERNS[self.type]
 
 
 class ShipperSettings(Frozen):

@@ -320,9 +320,10 @@ class FileSet:
             ConfigError: the directory does not exist (the message names ``drops[].path``).
         """
         shipper = self.settings.shipper
+        pattern = drop.pattern or self.shippers[drop.type].pattern
         try:
             return DropWatcher(
-                [Path(drop.path)], drop.glob, shipper.observer, shipper.poll_interval_s
+                [Path(drop.path)], pattern, shipper.observer, shipper.poll_interval_s
             )
         except FileNotFoundError as err:
             raise ConfigError(err.strerror) from None

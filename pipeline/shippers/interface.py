@@ -144,6 +144,12 @@ class Shipper(ABC):
         ctx: what the job gives its shippers.
     """
 
+    pattern: ClassVar[str] = "*"
+    """Default glob of the file names read in a drop (``drops[].pattern`` overrides it)."""
+
+    writes: ClassVar[tuple[str, ...]] = ()
+    """The data streams its documents go to, without the namespace (``metrics-fio.histogram``)."""
+
     whole_file: ClassVar[bool] = False
     """Files are read whole (binary), so any non-empty head identifies them."""
 

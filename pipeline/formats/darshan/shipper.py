@@ -16,6 +16,9 @@ class DarshanShipper(Shipper):
             the pool.
     """
 
+    pattern = "*.darshan"
+    writes = ("logs-darshan.job", "logs-darshan.file", "logs-iolens.io_diagnosis")
+
     whole_file = True
     rotated_copies = False
 

@@ -26,6 +26,9 @@ class EventsShipper(Shipper):
         ctx: what the job gives its shippers.
     """
 
+    pattern = "*.jsonl"
+    writes = ("logs-iolens.request", "metrics-iolens.workload_model")
+
     def __init__(self, ctx: ShipContext) -> None:
         super().__init__(ctx)
         self.doc_ctx = ctx.doc_ctx

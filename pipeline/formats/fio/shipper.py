@@ -36,6 +36,9 @@ class FioShipper(Shipper):
             run starts.
     """
 
+    pattern = "*_clat_hist.*.log*"
+    writes = ("metrics-fio.histogram",)
+
     def __init__(self, ctx: ShipContext) -> None:
         super().__init__(ctx)
         self._anchors: dict[str, list[int]] = {}

@@ -56,4 +56,7 @@ class LmtChain:
 class LmtShipper(TableShipper):
     """LMT (Lustre Monitoring Tool) CSV exports."""
 
+    pattern = "*.csv"
+    writes = ("metrics-lmt.ost",)
+
     chain = LmtChain

@@ -37,4 +37,6 @@ class SlurmChain:
 class SlurmShipper(TableShipper):
     """Slurm ``sacct`` exports; times in the drop's time zone (``drops[].tz``)."""
 
+    writes = ("logs-slurm.job",)
+
     chain = SlurmChain

@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 class SadfShipper(Shipper):
     """``sadf`` output files."""
 
+    writes = ("metrics-sysstat.diskio",)
+
     kind: SysstatKind = "sadf"
     final_line = True
 
