@@ -13,9 +13,9 @@ records is analysed in a few milliseconds, far less than pydarshan takes to read
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pipeline.records.darshan_log import DarshanLog
+from pipeline.records.darshan_rows import DarshanFileRow, DarshanJobRow
 from pipeline.reducers.darshan.critical import (
     CriticalFile,
     attribute_factors,
@@ -58,8 +58,8 @@ class JobAnalysis:
 
     log: DarshanLog
     log_id: str
-    job: dict[str, Any]
-    files: list[dict[str, Any]]
+    job: DarshanJobRow
+    files: list[DarshanFileRow]
     cover: CoveringSet
     critical: tuple[CriticalFile, ...]
     direction: Direction

@@ -10,9 +10,10 @@ mirror the functions of ``drishti/includes/module.py`` named in the table of
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from pipeline.records.darshan_rows import DarshanFileRow, DarshanJobRow, counter
 
 Finding = tuple[str, tuple[str, ...]] | None
 """What a check returns: ``(message, files most concerned)``, or None when it does not fire."""
@@ -55,9 +56,9 @@ class Facts:
         reads / writes: POSIX requests.
     """
 
-    job: Mapping[str, Any]
-    files: Sequence[dict[str, Any]]
-    posix: list[dict[str, Any]]
+    job: DarshanJobRow
+    files: Sequence[DarshanFileRow]
+    posix: list[DarshanFileRow]
     hints: str
     node_count: int | None
     reads: float
@@ -70,7 +71,7 @@ class Facts:
 
 
 def facts(
-    job: Mapping[str, Any], files: Sequence[dict[str, Any]], hints: str, node_count: int | None
+    job: DarshanJobRow, files: Sequence[DarshanFileRow], hints: str, node_count: int | None
 ) -> Facts:
     """The :class:`Facts` of one job (its POSIX rows and request counts gathered once)."""
     posix = [f for f in files if f["module"] == "POSIX"]
@@ -81,13 +82,13 @@ def _share(num: float, den: float) -> float:
     return num / den if den > 0 else 0.0
 
 
-def _top(files: Sequence[dict[str, Any]], key: str) -> tuple[str, ...]:
-    ranked = sorted((f for f in files if (f.get(key) or 0) > 0), key=lambda f: -(f[key] or 0))
+def _top(files: Sequence[DarshanFileRow], key: str) -> tuple[str, ...]:
+    ranked = sorted((f for f in files if counter(f, key) > 0), key=lambda f: -counter(f, key))
     return tuple(str(f["name"]) for f in ranked[:TOP_FILES])
 
 
-def _sum(files: Sequence[dict[str, Any]], key: str) -> float:
-    return float(sum(f.get(key) or 0 for f in files))
+def _sum(files: Sequence[DarshanFileRow], key: str) -> float:
+    return float(sum(counter(f, key) for f in files))
 
 
 def stdio_share(f: Facts) -> Finding:
@@ -246,17 +247,17 @@ def long_metadata(f: Facts) -> Finding:
     return f"a rank spent {meta:.1f} s in metadata operations (open, stat...)", ()
 
 
-def _shared_files(f: Facts) -> list[dict[str, Any]]:
+def _shared_files(f: Facts) -> list[DarshanFileRow]:
     return [r for r in f.files if r["nprocs"] > 1 and r["shared"]]
 
 
-def _data_imbalanced(r: dict[str, Any]) -> bool:
+def _data_imbalanced(r: DarshanFileRow) -> bool:
     nbytes = r["bytes_read"] + r["bytes_written"]
     slow, fast = r.get("slowest_rank_bytes") or 0, r.get("fastest_rank_bytes") or 0
     return bool(nbytes > 0 and abs(slow - fast) / nbytes > IMBALANCE)
 
 
-def _time_imbalanced(r: dict[str, Any]) -> bool:
+def _time_imbalanced(r: DarshanFileRow) -> bool:
     slow, fast = r.get("slowest_rank_time_s") or 0.0, r.get("fastest_rank_time_s") or 0.0
     return bool(slow > 0 and (slow - fast) / slow > IMBALANCE)
 

@@ -45,8 +45,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from pipeline.records.darshan_rows import DarshanFileRow, DarshanJobRow
 from pipeline.reducers import insight_checks as c
 from pipeline.reducers.insight_checks import (
     COLLECTIVE_COUNT,
@@ -155,8 +156,8 @@ del T
 
 
 def insights(
-    job: dict[str, Any],
-    files: Sequence[dict[str, Any]],
+    job: DarshanJobRow,
+    files: Sequence[DarshanFileRow],
     hints: str = "",
     node_count: int | None = None,
 ) -> list[Insight]:

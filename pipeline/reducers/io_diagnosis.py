@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from pipeline.records.darshan_rows import direction_totals
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.insights import Insight, insights
 
@@ -121,8 +122,7 @@ def low_bandwidth(a: JobAnalysis, t: Thresholds) -> tuple[str, ...]:
     if job["nprocs"] <= t.min_nprocs:
         return ()
     for d in ("read", "write"):
-        nbytes = job[f"bytes_{'read' if d == 'read' else 'written'}"]
-        bw = job[f"{d}_bytes_per_s"]
+        nbytes, bw = direction_totals(job, d)
         per_proc = nbytes / max(job["nprocs"], 1)
         if per_proc >= t.min_bytes_per_proc and bw is not None and bw < t.max_bytes_per_s:
             out.append(d)
@@ -166,7 +166,7 @@ def diagnose(
     causes += _factor_causes(a.factors)
     causes += _dominant_file_cause(a)
     found = insights(a.job, a.files, a.log.hints, node_count)
-    bw = {d: a.job[f"{d}_bytes_per_s"] for d in ("read", "write")}
+    bw = {d: direction_totals(a.job, d)[1] for d in ("read", "write")}
     return Diagnosis(a, low_bandwidth(a, t), bw, tuple(found), tuple(causes), dict(placement or {}))
 
 

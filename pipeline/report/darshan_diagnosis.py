@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.records.darshan_rows import DarshanJobRow
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import Diagnosis, Thresholds
 
@@ -58,7 +59,7 @@ def _findings(d: Diagnosis) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _bandwidths(job: dict[str, Any]) -> dict[str, float | None]:
+def _bandwidths(job: DarshanJobRow) -> dict[str, float | None]:
     return {
         "critical_path": job["critical_bytes_per_s"],
         "naive": job["naive_bytes_per_s"],

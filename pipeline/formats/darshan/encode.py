@@ -18,6 +18,7 @@ from typing import Any
 
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
+from pipeline.records.darshan_rows import DarshanFileRow
 from pipeline.reducers.darshan.critical import CriticalFile
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.insights import Insight
@@ -62,8 +63,8 @@ def job_document(
     (``start``/``end`` as dates instead of ``start_s``/``end_s``), ``darshan.log.*``, and ECS
     ``user.id`` / ``user.name`` and ``log.file.path``.
     """
-    job = dict(a.job)
-    start_s, end_s = job.pop("start_s"), job.pop("end_s")
+    start_s, end_s = a.job["start_s"], a.job["end_s"]
+    job: dict[str, Any] = {k: v for k, v in a.job.items() if k not in ("start_s", "end_s")}
     job["start"] = iso_ms(start_s * 1000)
     job["end"] = iso_ms(end_s * 1000)
     source = _base(ctx, JOB_DATASET, start_s, created_ms)
@@ -105,7 +106,7 @@ class FileSource(Mapping[str, Any]):
 
     __slots__ = ("_base", "_keys", "_merged", "_row")
 
-    def __init__(self, base: Mapping[str, Any], keys: Mapping[str, Any], row: dict[str, Any]):
+    def __init__(self, base: Mapping[str, Any], keys: Mapping[str, Any], row: DarshanFileRow):
         self._base, self._keys, self._row = base, keys, row
         self._merged: dict[str, Any] | None = None
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.records.darshan_rows import DarshanFileRow
 from pipeline.reducers.darshan.files import FileTable, ModuleRecords, bytes_moved
 from pipeline.reducers.factors import Direction, factor_arrays, weighted_means
 from pipeline.reducers.sweep import CoveringSet, covering_set
@@ -83,7 +84,7 @@ def factor_direction(files: FileTable) -> Direction:
 
 
 def attribute_factors(
-    files: FileTable, rows: list[dict[str, Any]], cover: CoveringSet, direction: Direction
+    files: FileTable, rows: list[DarshanFileRow], cover: CoveringSet, direction: Direction
 ) -> Attribution:
     """Each critical file's factors in ``direction`` (:func:`factor_arrays`; request shares
     are counted for POSIX files only)."""
@@ -99,7 +100,7 @@ def attribute_factors(
 
 
 def critical_files(
-    rows: list[dict[str, Any]], cover: CoveringSet, a: Attribution
+    rows: list[DarshanFileRow], cover: CoveringSet, a: Attribution
 ) -> tuple[CriticalFile, ...]:
     """The critical files, largest exclusive time first, with their own factors (None where
     undefined) and their share of the critical path."""

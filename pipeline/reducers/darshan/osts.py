@@ -7,10 +7,12 @@ run slow whatever the application does, so comparing the OSTs of one job finds t
 from __future__ import annotations
 
 import itertools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+
+from pipeline.records.darshan_rows import DarshanFileRow
 
 F64 = npt.NDArray[np.float64]
 
@@ -39,7 +41,7 @@ class OstStat(NamedTuple):
     slow: bool
 
 
-def _file_bandwidths(files: list[dict[str, Any]]) -> tuple[npt.NDArray[np.int64], F64, F64]:
+def _file_bandwidths(files: list[DarshanFileRow]) -> tuple[npt.NDArray[np.int64], F64, F64]:
     """``(ost, bytes_per_s, end_s)`` of every (file, OST) pair of files with bytes and busy
     time, sorted by OST then bandwidth (each OST's files in a run)."""
     picked = [
@@ -59,7 +61,7 @@ def _file_bandwidths(files: list[dict[str, Any]]) -> tuple[npt.NDArray[np.int64]
 
 
 def ost_stats(
-    files: list[dict[str, Any]], min_files: int = MIN_FILES, ratio: float = SLOW_RATIO
+    files: list[DarshanFileRow], min_files: int = MIN_FILES, ratio: float = SLOW_RATIO
 ) -> tuple[OstStat, ...]:
     """Per-OST speed of a job's files, and which OSTs are far slower than the rest.
 

@@ -6,12 +6,13 @@ and SEQ counters), a file off Lustre has no stripes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from pipeline.records.darshan_log import DarshanLog
+from pipeline.records.darshan_rows import DarshanFileRow
 from pipeline.reducers.darshan.files import FileTable
 
 F64 = npt.NDArray[np.float64]
@@ -64,7 +65,7 @@ _POSIX_KEYS = (*_STDIO_KEYS, *POSIX_COLUMNS)
 ``stripe_count`` and, with a stripe count, ``proc_per_ost``)."""
 
 
-def file_rows(log: DarshanLog, files: FileTable) -> list[dict[str, Any]]:
+def file_rows(log: DarshanLog, files: FileTable) -> list[DarshanFileRow]:
     """One dict per file, by ``darshan.file`` field name, in the order of ``files``.
 
     Built column-wise: each row is one ``dict(zip(names, values))``.
@@ -86,7 +87,7 @@ def file_rows(log: DarshanLog, files: FileTable) -> list[dict[str, Any]]:
     npos = files.module.count("POSIX")  # POSIX files come first, then STDIO ones
     rows = _zip_rows(npos, base_cols, value_cols, posix_cols)
     add_layouts(log, rows, ids, nprocs)
-    return rows
+    return cast(list[DarshanFileRow], rows)  # the keys of DarshanFileRow, checked by the tests
 
 
 def _zip_rows(

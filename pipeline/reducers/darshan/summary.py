@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from pipeline.records.darshan_log import INTERFACE_MODULES, DarshanLog
+from pipeline.records.darshan_rows import DarshanJobRow
 from pipeline.reducers.darshan.files import FileTable, GroupedFiles, bytes_moved
 from pipeline.reducers.darshan.times import darshan_time_by_slowest, direction_unions
 from pipeline.reducers.sweep import CoveringSet
@@ -225,7 +226,7 @@ def timing_fields(log: DarshanLog, grouped: GroupedFiles, cover: CoveringSet) ->
 
 def job_row(
     log: DarshanLog, grouped: GroupedFiles, cover: CoveringSet, ost_count: int
-) -> dict[str, Any]:
+) -> DarshanJobRow:
     """The ``darshan.job`` fields, in the order of the module docstring.
 
     Args:
@@ -236,7 +237,7 @@ def job_row(
     totals = posix_totals(files)
     bytes_read, bytes_written = bytes_moved(files)
     total = bytes_read + bytes_written
-    return {
+    row = {
         **identity_fields(log),
         **volume_fields(log, files, totals),
         **interface_fields(log, totals, total),
@@ -248,3 +249,4 @@ def job_row(
         "partial": bool(log.partial),
         "max_meta_rank_s": grouped.max_meta_rank_s,
     }
+    return cast(DarshanJobRow, row)  # the keys of DarshanJobRow, checked by the tests
