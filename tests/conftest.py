@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,14 +37,29 @@ def es_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.stop()
 
 
-@pytest.fixture
-def es_client(es_url: str) -> Iterator[Elasticsearch]:
-    """A client of the session's embedded server (closed after the test)."""
-    client = Elasticsearch(es_url, request_timeout=30)
+@contextmanager
+def opened_client(url: str) -> Iterator[Elasticsearch]:
+    """A client of ``url``, closed on leaving the block."""
+    client = Elasticsearch(url, request_timeout=30)
     try:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def es_client(es_url: str) -> Iterator[Elasticsearch]:
+    """A client of the session's embedded server (closed after the test)."""
+    with opened_client(es_url) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def session_client(es_url: str) -> Iterator[Elasticsearch]:
+    """One client of the session's embedded server for module- and session-scoped fixtures
+    (Hypothesis tests cannot take function-scoped ones)."""
+    with opened_client(es_url) as client:
+        yield client
 
 
 @pytest.fixture

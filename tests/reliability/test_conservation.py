@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -253,13 +253,9 @@ def test_rules_on_known_input(
 
 
 @pytest.fixture(scope="module")
-def es(es_url: str) -> Iterator[Elasticsearch]:
+def es(session_client: Elasticsearch) -> Elasticsearch:
     """One client of the session's embedded server for every example of the module."""
-    client = Elasticsearch(es_url, request_timeout=30)
-    try:
-        yield client
-    finally:
-        client.close()
+    return session_client
 
 
 @dataclass(frozen=True)
