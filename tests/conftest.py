@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -87,6 +88,34 @@ def no_leaked_threads() -> Iterator[None]:
             leaked.append(t.name)
     if leaked:
         pytest.fail(f"test leaked non-daemon threads: {', '.join(sorted(leaked))}")
+
+
+def hold_fault(
+    what: str,
+    seconds: float,
+    proc: subprocess.Popen[bytes],
+    holds: Callable[[], bool] = lambda: True,
+) -> None:
+    """Keep a fault on for ``seconds`` more (its schedule: how long it lasts, not a wait for a
+    state), checking every 0.1 s, the last time when it ends, that ``proc`` keeps running and
+    ``holds()`` stays true; fail naming ``what`` at the first check that finds otherwise."""
+    end = time.monotonic() + seconds
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"iolens run exited ({proc.returncode}) while {what}")
+        if not holds():
+            pytest.fail(f"no longer {what}")
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, 0.1))
+
+
+@pytest.fixture
+def fault_held() -> Callable[..., None]:
+    """:func:`hold_fault`: a fault kept on for its duration while what it must not change is
+    checked."""
+    return hold_fault
 
 
 REPO = Path(__file__).resolve().parent.parent
