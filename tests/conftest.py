@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,14 +38,29 @@ def es_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.stop()
 
 
-@pytest.fixture
-def es_client(es_url: str) -> Iterator[Elasticsearch]:
-    """A client of the session's embedded server (closed after the test)."""
-    client = Elasticsearch(es_url, request_timeout=30)
+@contextmanager
+def opened_client(url: str) -> Iterator[Elasticsearch]:
+    """A client of ``url``, closed on leaving the block."""
+    client = Elasticsearch(url, request_timeout=30)
     try:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def es_client(es_url: str) -> Iterator[Elasticsearch]:
+    """A client of the session's embedded server (closed after the test)."""
+    with opened_client(es_url) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def session_client(es_url: str) -> Iterator[Elasticsearch]:
+    """One client of the session's embedded server for module- and session-scoped fixtures
+    (Hypothesis tests cannot take function-scoped ones)."""
+    with opened_client(es_url) as client:
+        yield client
 
 
 @pytest.fixture
@@ -71,6 +88,34 @@ def no_leaked_threads() -> Iterator[None]:
             leaked.append(t.name)
     if leaked:
         pytest.fail(f"test leaked non-daemon threads: {', '.join(sorted(leaked))}")
+
+
+def hold_fault(
+    what: str,
+    seconds: float,
+    proc: subprocess.Popen[bytes],
+    holds: Callable[[], bool] = lambda: True,
+) -> None:
+    """Keep a fault on for ``seconds`` more (its schedule: how long it lasts, not a wait for a
+    state), checking every 0.1 s, the last time when it ends, that ``proc`` keeps running and
+    ``holds()`` stays true; fail naming ``what`` at the first check that finds otherwise."""
+    end = time.monotonic() + seconds
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"iolens run exited ({proc.returncode}) while {what}")
+        if not holds():
+            pytest.fail(f"no longer {what}")
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, 0.1))
+
+
+@pytest.fixture
+def fault_held() -> Callable[..., None]:
+    """:func:`hold_fault`: a fault kept on for its duration while what it must not change is
+    checked."""
+    return hold_fault
 
 
 REPO = Path(__file__).resolve().parent.parent

@@ -113,14 +113,20 @@ def test_stats_over_indexed_jobs(
     assert "file-sharing pattern (jobs with more than one process):" in text
 
 
+def fresh_namespace(tmp_path: Path, es_url: str, prefix: str) -> tuple[str, list[str]]:
+    """A new namespace and the CLI arguments of a configuration that uses it."""
+    ns = f"{prefix}{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "iolens.yaml"
+    config.write_text(f"elasticsearch: {{namespace: {ns}}}\nstate_dir: {tmp_path / 'state'}\n")
+    return ns, ["--config", str(config), "--es-url", es_url]
+
+
 @pytest.mark.integration
 def test_ingest_takes_darshan_logs_and_lmt_exports(
     es_url: str, tmp_path: Path, darshan_inputs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ns = f"in{uuid.uuid4().hex[:8]}"
-    config = tmp_path / "iolens.yaml"
-    config.write_text(f"elasticsearch: {{namespace: {ns}}}\nstate_dir: {tmp_path / 'state'}\n")
-    base = ["--config", str(config), "--es-url", es_url, "ingest"]
+    ns, cli = fresh_namespace(tmp_path, es_url, "in")
+    base = [*cli, "ingest"]
     log = darshan_inputs / "sample-goodost.darshan"
     assert main([*base, "--type", "darshan", str(log)]) == 0
     lmt = Path(__file__).resolve().parents[1] / "data" / "lmt" / "lmtdb-reset.csv"
@@ -141,10 +147,7 @@ def test_ingest_takes_darshan_logs_and_lmt_exports(
 def test_stats_that_match_no_job_say_what_they_searched(
     es_url: str, tmp_path: Path, darshan_inputs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ns = f"sn{uuid.uuid4().hex[:8]}"
-    config = tmp_path / "iolens.yaml"
-    config.write_text(f"elasticsearch: {{namespace: {ns}}}\nstate_dir: {tmp_path / 'state'}\n")
-    base = ["--config", str(config), "--es-url", es_url]
+    ns, base = fresh_namespace(tmp_path, es_url, "sn")
     stream = f"logs-darshan.job-{ns}"
     # nothing indexed in the namespace yet
     assert main([*base, "darshan", "stats"]) == 0

@@ -21,7 +21,10 @@ from pipeline.sink.search import iter_hits, refresh
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "fio" / "samples" / "node01"
 
 pytestmark = pytest.mark.integration
-REPS = 45
+BATCH_REPS = 15
+"""Repetitions of the log appended at a time: 1,185 lines, about 6 s of the throttled sink."""
+DEADLINE_S = 180.0
+"""How long the sink is kept busy, at most, for its service rate to converge."""
 
 
 class Throttled:
@@ -61,19 +64,34 @@ def own_server(tmp_path: Path) -> Iterator[str]:
         server.stop()
 
 
-def test_a_slowed_sink_is_named_the_bottleneck_at_its_rate(own_server: str, tmp_path: Path) -> None:
-    es_url = own_server
-    client = Elasticsearch(es_url)
-    # a real fio histogram log repeated 45 times (time shifted): 3,555 lines, one document
-    # each, which at the throttle keeps the sink busy for about 19 s
-    lines = (SAMPLE / "randrw_clat_hist.1.log").read_text().splitlines()
-    drop = tmp_path / "drop"
-    drop.mkdir()
-    with open(drop / "long_clat_hist.1.log", "w") as fh:
-        for k in range(REPS):
+def append_reps(path: Path, lines: list[str], first: int, count: int) -> None:
+    """Append repetitions ``first`` .. ``first + count - 1`` of the fio log ``lines``, each
+    shifted 8 s later than the one before, so the times keep increasing."""
+    with open(path, "a") as fh:
+        for k in range(first, first + count):
             for line in lines:
                 t, rest = line.split(",", 1)
                 fh.write(f"{int(t) + k * 8000},{rest}\n")
+
+
+def sink_rate_converged(state_dir: Path) -> bool:
+    """The monitor has written a converged, confident estimate of the sink's rate (the
+    state file ``iolens status`` reads)."""
+    state = read_state(state_dir)
+    estimate = None if state is None else state["stages"]["sink"]["estimate"]
+    return estimate is not None and estimate["confidence"] == "high"
+
+
+def test_a_slowed_sink_is_named_the_bottleneck_at_its_rate(own_server: str, tmp_path: Path) -> None:
+    es_url = own_server
+    client = Elasticsearch(es_url)
+    # a real fio histogram log repeated (time shifted), one document a line, appended a batch
+    # at a time while the sink's rate has not converged: the sink stays busy (the queue full)
+    # for as long as the monitor needs, however slow this machine is today
+    lines = (SAMPLE / "randrw_clat_hist.1.log").read_text().splitlines()
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    log_path = drop / "long_clat_hist.1.log"
     ns = f"sr{uuid.uuid4().hex[:8]}"
     settings = settings_from_mapping(
         {
@@ -88,12 +106,19 @@ def test_a_slowed_sink_is_named_the_bottleneck_at_its_rate(own_server: str, tmp_
     )
     throttle = 200.0
     throttled = Throttled(client, throttle)
+    reps = 0
     with MainJob(settings, throttled) as job:  # type: ignore[arg-type]
-        # read the log (no finish: its merged percentiles are not what is measured here)
-        job.ingest([(drop / "long_clat_hist.1.log", settings.drops[0])])
+        deadline = time.monotonic() + DEADLINE_S
+        # read the log (no finish: its merged percentiles are not what is measured here);
+        # each batch is appended while the queue still holds about 1 s of the sink's work
+        while not sink_rate_converged(tmp_path / "state"):
+            assert time.monotonic() < deadline, f"no sink rate after {reps} repetitions"
+            append_reps(log_path, lines, reps, BATCH_REPS)
+            reps += BATCH_REPS
+            job.ingest([(log_path, settings.drops[0])])
         job.sink.flush()
         summary = job.snapshot()
-    assert summary.docs[f"metrics-fio.histogram-{ns}"]["indexed"] == REPS * len(lines)
+    assert summary.docs[f"metrics-fio.histogram-{ns}"]["indexed"] == reps * len(lines)
     index = f"metrics-iolens.service_rate-{ns}"
     refresh(client, index)
     rates = [

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,12 +34,9 @@ example = _load_example()
 
 
 @pytest.fixture(scope="module")
-def client(es_url: str) -> Iterator[Elasticsearch]:
-    c = Elasticsearch(es_url, request_timeout=30)
-    try:
-        yield c
-    finally:
-        c.close()
+def client(session_client: Elasticsearch) -> Elasticsearch:
+    """The session's client, for the module-scoped results."""
+    return session_client
 
 
 @pytest.fixture(scope="module")

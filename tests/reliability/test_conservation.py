@@ -26,16 +26,24 @@ chunk (a restart between commits). The end-to-end test runs the main job once (`
 documents of 15 s intervals: each line is a dead letter, a line that carries no sample, or a
 sample that ends in exactly one document, or is held in a last interval still open.
 
-Inputs: ``tests/data/slurm/sacct_4478544.txt`` (a header and 11 rows) and the first 40 lines of
+A fio histogram log (:func:`test_fio_tail`) gives one document a line, like the tables, except
+that a first line that matches no bin layout refuses the whole file. An event log
+(:func:`test_events_tail`) gives requests, each derived from many lines: each event line is held
+until nothing pending derives from it, then given back exactly once, whether it went into a
+request's document or into none.
+
+Inputs: ``tests/data/slurm/sacct_4478544.txt`` (a header and 11 rows), the first 40 lines of
 ``tests/data/lmt/snx11025_2018-01-28.csv`` (a header, 24 OSTs at 00:00:00 and 15 at 00:00:05),
-damaged by :func:`tests.reliability.test_fuzz_parsers.damaged`.
+the first 20 lines of ``tests/data/fio/samples/node01/randrw_clat_hist.1.log`` and the first 40
+of ``tests/data/events/http_server_4x25.jsonl``, damaged by
+:func:`tests.reliability.test_fuzz_parsers.damaged`.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -46,6 +54,8 @@ from elasticsearch import Elasticsearch, NotFoundError
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from pipeline.formats.fio.encode import FioSource
+from pipeline.formats.fio.tail import FioTail
 from pipeline.formats.lmt import decode as lmt
 from pipeline.formats.lmt.decode import LmtCsvParser, LmtSample
 from pipeline.formats.lmt.shipper import LmtChain
@@ -54,6 +64,9 @@ from pipeline.formats.slurm.shipper import SlurmChain
 from pipeline.formats.sysstat.tail import SysstatTail
 from pipeline.jobs.main_job import MainJob
 from pipeline.parsers.errors import ParseError
+from pipeline.records.event_schema import EventSchema, load_event_schema
+from pipeline.settings import FioSettings
+from pipeline.shippers.interface import Tail
 from pipeline.shippers.registry import Registry
 from pipeline.shippers.results import LineResult
 from pipeline.shippers.table_tail import TableChain, TableTail
@@ -61,7 +74,8 @@ from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.documents import DocContext
 from pipeline.sink.search import refresh
 from tests.reliability.test_bad_input import make_settings, text
-from tests.reliability.test_fuzz_parsers import FUZZ, LMT, SACCT, SADF, damaged
+from tests.reliability.test_fuzz_parsers import FIO, FUZZ, LMT, SACCT, SADF, damaged
+from tests.shippers.test_events_tail import LOG_PATH, SCHEMA_PATH, Shipper, new_tail
 
 pytestmark = pytest.mark.reliability
 
@@ -146,10 +160,11 @@ def silent_lines(fmt: Format, lines: Sequence[bytes]) -> dict[int, str]:
     return out
 
 
-def tail_results(path: Path, kind: TableKind, chunk_bytes: int, restart: bool) -> list[LineResult]:
-    """Every result of tailing ``path`` to its end in reads of ``chunk_bytes``; with
-    ``restart``, a new tail resumes from the stored cursor after each read."""
-    tail = TableTail("key", str(path), CHAINS[kind], UTC)
+def tail_results(new_tail: Callable[[], Tail], chunk_bytes: int, restart: bool) -> list[LineResult]:
+    """Every result of tailing a file to its end in reads of ``chunk_bytes`` (``new_tail``
+    makes a tail of it); with ``restart``, a new tail resumes from the stored cursor after
+    each read."""
+    tail = new_tail()
     tail.resume(0, 0, None)
     out: list[LineResult] = []
     while (chunk := tail.read(chunk_bytes)).lines:
@@ -157,9 +172,14 @@ def tail_results(path: Path, kind: TableKind, chunk_bytes: int, restart: bool) -
         if restart:
             offset, line_no = tail.offset, tail.line_no
             cursor = tail.take_snapshot(offset)
-            tail = TableTail("key", str(path), CHAINS[kind], UTC)
+            tail = new_tail()
             tail.resume(offset, line_no, cursor)
     return out
+
+
+def table_tail(path: Path, kind: TableKind) -> Callable[[], Tail]:
+    """A maker of tails of the table export ``path``."""
+    return lambda: TableTail("key", str(path), CHAINS[kind], UTC)
 
 
 def check_line(res: LineResult, n: int, raw: bytes, path: str, rule: str | None) -> None:
@@ -185,21 +205,27 @@ def file_lines(drawn: list[bytes]) -> list[bytes]:
     return [part for line in drawn for part in line.split(b"\n")]
 
 
-def check_tail(
-    fmt: Format, drawn: list[bytes], path: Path, chunk: int, restart: bool
-) -> dict[int, str]:
-    """One result per line, each accounted for by :func:`check_line`; end offsets frame the
-    lines exactly. Returns :func:`silent_lines`."""
-    lines = file_lines(drawn)
-    path.write_bytes(text(lines))
-    results = tail_results(path, fmt.kind, chunk, restart)
+def check_results(
+    lines: list[bytes], results: list[LineResult], path: Path, silent: dict[int, str]
+) -> None:
+    """One result per line, each accounted for by :func:`check_line` (``silent``: the lines a
+    format's rule names); end offsets frame the lines exactly."""
     assert len(results) == len(lines)
-    silent = silent_lines(fmt, lines)
     end = 0
     for n, (raw, res) in enumerate(zip(lines, results, strict=True), start=1):
         end += len(raw) + 1
         assert res.ref.end_offset == end
         check_line(res, n, raw, str(path), silent.get(n))
+
+
+def check_tail(
+    fmt: Format, drawn: list[bytes], path: Path, chunk: int, restart: bool
+) -> dict[int, str]:
+    """:func:`check_results` on a table export's tail. Returns :func:`silent_lines`."""
+    lines = file_lines(drawn)
+    path.write_bytes(text(lines))
+    silent = silent_lines(fmt, lines)
+    check_results(lines, tail_results(table_tail(path, fmt.kind), chunk, restart), path, silent)
     return silent
 
 
@@ -231,6 +257,34 @@ def test_lmt_tail(scratch: Path, lines: list[bytes], chunk: int, restart: bool) 
     events(check_tail(LMT_CSV, lines, scratch / "lmt.csv", chunk, restart))
 
 
+FIO_LINES = FIO[:20]
+"""The first 20 lines of a real fio histogram log (10 intervals of reads and writes)."""
+HISTOGRAMS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""Fewer examples: each line of a histogram log costs a few ms (its percentiles)."""
+
+
+@HISTOGRAMS
+@given(lines=damaged(FIO_LINES), chunk=CHUNKS, restart=st.booleans())
+def test_fio_tail(scratch: Path, lines: list[bytes], chunk: int, restart: bool) -> None:
+    """Each line of a damaged histogram log is one document, a dead letter, or blank (a
+    ``blank`` line: white space only, which fio never writes); unless its first line with
+    data matches no bin layout, when the whole file is refused (the pump quarantines it)."""
+    lines = file_lines(lines)
+    path = scratch / "randrw_clat_hist.1.log"
+    path.write_bytes(text(lines))
+    source = FioSource("node01", "1", "randrw", str(path), "fp")
+    new_tail = lambda: FioTail("key", str(path), source, FioSettings(), 0)  # noqa: E731
+    silent = {n: BLANK for n, raw in enumerate(lines, start=1) if not raw.strip()}
+    try:
+        results = tail_results(new_tail, chunk, restart)
+    except ParseError as err:
+        assert err.path == str(path) and err.reason
+        event("refused whole")
+        return
+    check_results(lines, results, path, silent)
+    events(silent)
+
+
 @pytest.mark.parametrize(
     ("fmt", "lines", "rules", "docs"),
     [
@@ -253,21 +307,69 @@ def test_rules_on_known_input(
     # OST0001 at 00:00:05, which closes its first interval.
     path = scratch / f"known.{fmt.kind}"
     assert Counter(check_tail(fmt, lines, path, 1 << 16, False).values()) == rules
-    results = tail_results(path, fmt.kind, 1 << 16, False)
+    results = tail_results(table_tail(path, fmt.kind), 1 << 16, False)
     assert sum(len(r.docs) for r in results) == docs
+
+
+# -- JSON-lines events: lines become requests, held until what derives from them is settled ----
+
+
+EVENT_LINES = LOG_PATH.read_bytes().splitlines()[:40]
+"""The first 40 lines of a recorded run of the instrumented HTTP server (a clock event, then
+accepts, dequeues and the first requests of 4 connections)."""
+
+
+@pytest.fixture(scope="module")
+def http_schema() -> EventSchema:
+    """The instrumented server's event schema."""
+    return load_event_schema(SCHEMA_PATH)
+
+
+@FUZZ
+@given(lines=damaged(EVENT_LINES), chunk=CHUNKS)
+def test_events_tail(
+    scratch: Path, http_schema: EventSchema, lines: list[bytes], chunk: int
+) -> None:
+    """Each line of a damaged event log is a dead letter (and nothing else), blank, or an
+    event: held once and given back once, when nothing pending derives from it any more,
+    having gone into a request's document or into none (a fragment of no request); once the
+    file is quiet, everything is given back and the whole file committed."""
+    lines = file_lines(lines)
+    path = scratch / "events.jsonl"
+    path.write_bytes(text(lines))
+    (scratch / "model.json").unlink(missing_ok=True)  # each example starts a new model
+    ship = Shipper(new_tail(path, http_schema, scratch))
+    while (got := ship.tail.read(chunk)).lines:
+        for res in ship.tail.process(got, CTX, 0.0):
+            ship.take(res)
+    ship.idle(os.stat(path).st_mtime + http_schema.parser.timeout_s)  # quiet: all let go
+    assert [r.ref.line_no for r in ship.results] == list(range(1, len(lines) + 1))
+    in_docs = Counter(ref.line_no for d in ship.docs for ref in d.refs)
+    for n, (raw, res) in enumerate(zip(lines, ship.results, strict=True), start=1):
+        end = res.ref.end_offset
+        if not raw.strip():
+            assert res.bad is None and res.docs == () and res.pending is None, (n, res)
+            assert in_docs[n] == 0 and ship.released[end] == 0, (n, raw)
+            event(BLANK)
+        elif res.bad is not None:  # never both
+            err = res.bad.error
+            assert (err.path, err.line_no) == (str(path), n) and err.reason, err
+            assert res.bad.raw == raw and res.pending is None and res.docs == ()
+            assert in_docs[n] == 0 and ship.released[end] == 0, (n, raw)
+        else:  # never neither
+            assert res.pending == 1 and ship.released[end] == 1, (n, raw, res)
+            event("in a request" if in_docs[n] else "in no request")
+    assert ship.committed == (len(text(lines)), len(lines))
+    assert ship.acks.pending_lines(ship.tail.key) == 0
 
 
 # -- end to end: the main job, the embedded server and the dead-letter area -------------------
 
 
 @pytest.fixture(scope="module")
-def es(es_url: str) -> Iterator[Elasticsearch]:
+def es(session_client: Elasticsearch) -> Elasticsearch:
     """One client of the session's embedded server for every example of the module."""
-    client = Elasticsearch(es_url, request_timeout=30)
-    try:
-        yield client
-    finally:
-        client.close()
+    return session_client
 
 
 @dataclass(frozen=True)

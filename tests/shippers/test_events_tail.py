@@ -4,6 +4,7 @@ when their requests are, and a restart from any committed offset loses no reques
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_join import extract
 from pipeline.reducers.request_record import Request
 from pipeline.settings import RequestsSettings
+from pipeline.shippers.results import LineResult
 from pipeline.shippers.tailer import split_complete_lines
 from pipeline.sink.documents import DocContext
 
@@ -62,14 +64,21 @@ class Shipper:
     acks: AckTracker = field(default_factory=AckTracker)
     docs: list[Document] = field(default_factory=list)
     committed: tuple[int, int] = (0, 0)
+    results: list[LineResult] = field(default_factory=list)
+    released: Counter[int] = field(default_factory=Counter)
+    """Lines given an acknowledgement without a document, by end offset."""
 
     def feed(self, data: bytes, start: int) -> None:
         chunk = split_complete_lines(data, start)
-        key = self.tail.key
         for res in self.tail.process(chunk, CTX, 0.0):
-            waits = len(res.docs) if res.pending is None else res.pending
-            self.acks.track(key, res.ref.line_no, res.ref.end_offset, waits)
-            self.settle(list(res.docs), res.holds, res.releases)
+            self.take(res)
+
+    def take(self, res: LineResult) -> None:
+        """What the tail made of one line: track it, then settle what it finished."""
+        waits = len(res.docs) if res.pending is None else res.pending
+        self.acks.track(self.tail.key, res.ref.line_no, res.ref.end_offset, waits)
+        self.results.append(res)
+        self.settle(list(res.docs), res.holds, res.releases)
 
     def idle(self, now_s: float, final: bool = True) -> None:
         self.tail.monotonic = lambda: now_s  # one clock that moves only as the test says
@@ -82,6 +91,7 @@ class Shipper:
             self.acks.hold(key, end)
         for end in rel:
             self.acks.ack(key, end)
+            self.released[end] += 1
         for doc in docs:
             self.docs.append(doc)
             for ref in doc.refs:
