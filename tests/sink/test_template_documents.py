@@ -579,24 +579,7 @@ def test_every_document_field_is_mapped_with_a_compatible_type(
     assert not wrong, f"{stream}: values that do not fit the mapped type: {wrong}"
 
 
-NEVER_WRITTEN = {
-    "metrics-fio.histogram": "mappings/component_template.metrics-fio.histogram@package.json "
-    "maps iolens.run and iolens.method (keyword), but histogram_document "
-    "(pipeline/formats/fio/encode.py) writes no iolens object: no histogram document fills them",
-}
-"""Streams whose ``@package`` template maps fields no code of the pipeline writes (a mismatch
-between the template and the documents, to be resolved in ``mappings/`` or the encoder)."""
-
-
-@pytest.mark.parametrize(
-    "stream",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=NEVER_WRITTEN[s]))
-        if s in NEVER_WRITTEN
-        else s
-        for s in STREAMS
-    ],
-)
+@pytest.mark.parametrize("stream", STREAMS)
 def test_every_field_of_the_package_template_is_filled(
     stream: str, built: dict[str, Built]
 ) -> None:
