@@ -54,6 +54,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy --strict scripts/shape.py
 	$(BIN)/python scripts/shape.py
+	$(BIN)/lint-imports
 
 schema: $(STAMP)
 	$(BIN)/python -m pipeline.settings > config/schemas/pipeline.schema.json
