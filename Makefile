@@ -54,6 +54,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/mypy --strict scripts/shape.py
 	$(BIN)/python scripts/shape.py
+	$(BIN)/lint-imports
 
 schema: $(STAMP)
 	$(BIN)/iolens config schema > config/schemas/pipeline.schema.json

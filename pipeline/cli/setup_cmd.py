@@ -15,15 +15,13 @@ import argparse
 import os
 from collections.abc import Callable
 
-from elastic_transport import ApiError, TransportError
-
 from pipeline.alerting import WATCHER_LICENCES, install_alerting, watches
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers
 from pipeline.kibana import build
 from pipeline.kibana_client import Kibana, KibanaError
 from pipeline.settings import Settings
-from pipeline.sink.capabilities import detect
+from pipeline.sink.capabilities import detect, licence_type
 from pipeline.sink.client import Client
 from pipeline.sink.templates import install, load_templates
 
@@ -40,15 +38,6 @@ def add_parser(sub: Subparsers, name: str) -> None:
         default=os.environ.get("IOLENS_KIBANA_URL"),
         help="Kibana to install data views, dashboards and alert rules into",
     )
-
-
-def licence_of(client: Client) -> str | None:
-    """The cluster's licence type (``basic``, ``trial``, ``gold``...); None when it cannot be
-    told (the API is missing or refused)."""
-    try:
-        return str(client.license.get()["license"]["type"]).lower()
-    except (ApiError, TransportError, KeyError, TypeError):
-        return None
 
 
 def install_watches(client: Client, settings: Settings, licence: str | None) -> list[str]:
@@ -111,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             print(msg)
         for msg in install(cluster.client, load_templates(), caps):
             print(msg)
-        licence = licence_of(cluster.client)
+        licence = licence_type(cluster.client)
         for msg in install_watches(cluster.client, settings, licence):
             print(msg)
     if not args.kibana_url:

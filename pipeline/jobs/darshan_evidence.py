@@ -14,18 +14,17 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from elasticsearch import Elasticsearch
-
 from pipeline.parsers.mounts import MountTable, configured_mounts, parse_proc_mounts
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import lmt_window
 from pipeline.settings import DarshanSettings, Settings
+from pipeline.sink.client import Client
 from pipeline.sink.search import ClusterUnavailable, iter_hits
 
 log = logging.getLogger(__name__)
 
 
-def server_evidence(client: Elasticsearch, settings: Settings, a: JobAnalysis) -> dict[str, Any]:
+def server_evidence(client: Client, settings: Settings, a: JobAnalysis) -> dict[str, Any]:
     """Server-side data for the diagnosis of a low-bandwidth job: the Slurm node count, the
     LMT load of the OSTs during the job, where its critical files are mounted and the LUNs
     the peer comparison marked anomalous during its run (whatever of it is indexed; a cluster
@@ -63,7 +62,7 @@ def _run_window(a: JobAnalysis) -> dict[str, Any]:
 
 
 def _peer_evidence(
-    client: Elasticsearch,
+    client: Client,
     settings: Settings,
     window: dict[str, Any],
     placement: dict[str, tuple[str, str]],
@@ -85,7 +84,7 @@ def _peer_evidence(
 
 
 def _slurm_and_lmt(
-    client: Elasticsearch, settings: Settings, a: JobAnalysis, window: dict[str, Any]
+    client: Client, settings: Settings, a: JobAnalysis, window: dict[str, Any]
 ) -> dict[str, Any]:
     """The job's Slurm node count and the LMT load of the OSTs during its run."""
     ns = settings.elasticsearch.namespace
@@ -107,9 +106,7 @@ def _slurm_and_lmt(
     return out
 
 
-def _lmt_rows(
-    client: Elasticsearch, settings: Settings, window: dict[str, Any]
-) -> list[dict[str, Any]]:
+def _lmt_rows(client: Client, settings: Settings, window: dict[str, Any]) -> list[dict[str, Any]]:
     """``metrics-lmt.ost`` sources within ``window`` (of ``darshan.lmt_fs`` when set)."""
     lmt_q: list[dict[str, Any]] = [window]
     if settings.darshan.lmt_fs:
@@ -134,7 +131,7 @@ def _window_ends(window: dict[str, Any]) -> dict[str, Any]:
 
 
 def anomalous_luns(
-    client: Elasticsearch, index: str, window: dict[str, Any], luns: set[str]
+    client: Client, index: str, window: dict[str, Any], luns: set[str]
 ) -> dict[str, float]:
     """LUN -> highest ``iolens.record_score`` of its windows marked anomalous that end within
     ``window`` (the job's run as a ``range`` query on ``@timestamp``), for ``luns``."""

@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from elasticsearch import ApiError, Elasticsearch
-
 from pipeline.formats.fio.window import percentile_key
 from pipeline.jobs.darshan_evidence import mount_table
 from pipeline.reducers.incident import (
@@ -40,10 +38,11 @@ from pipeline.reducers.incident import (
     spans,
 )
 from pipeline.settings import Settings
+from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext
 from pipeline.sink.incident_documents import incident_source, write_incidents
 from pipeline.sink.lease import LeaseLost
-from pipeline.sink.search import ClusterUnavailable, iter_hits, refresh
+from pipeline.sink.search import ClusterUnavailable, RequestRejected, iter_hits, refresh
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +84,7 @@ class IncidentJob:
             None writes unfenced.
     """
 
-    client: Elasticsearch
+    client: Client
     settings: Settings
     lease: Callable[[], bool]
     clock: Callable[[], float] = time.time
@@ -116,7 +115,7 @@ class IncidentJob:
         except LeaseLost as err:
             log.warning("incidents left to the instance that holds them now: %s", err)
             return 0
-        except ApiError as err:  # a rejected search or write: said, and tried again next tick
+        except RequestRejected as err:  # a refused search or write: said, tried again next tick
             log.error("incident job failed (%s): %s", err.status_code, err)
             return 0
         self.written += n

@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elasticsearch import Elasticsearch
-
 from pipeline.lab.params import LabResult
+from pipeline.sink.client import Client
 from pipeline.sink.search import ClusterUnavailable, count, iter_hits, refresh
 
 STREAMS = ("fio", "sysstat", "peer", "darshan", "incident")
@@ -39,7 +38,7 @@ class Observer:
             in the same namespace do not).
     """
 
-    client: Elasticsearch
+    client: Client
     namespace: str
     lun: str
     fio_job: tuple[str, str, str]
@@ -130,7 +129,7 @@ def _all(*filters: Mapping[str, Any]) -> dict[str, Any]:
     return {"bool": {"filter": list(filters)}}
 
 
-def incidents(client: Elasticsearch, namespace: str, since_s: float) -> list[dict[str, Any]]:
+def incidents(client: Client, namespace: str, since_s: float) -> list[dict[str, Any]]:
     """The incident documents (``_source``) that started at or after ``since_s``, by start."""
     index = f"logs-iolens.incident-{namespace}"
     refresh(client, index)
@@ -143,16 +142,14 @@ def incidents(client: Elasticsearch, namespace: str, since_s: float) -> list[dic
     ]
 
 
-def count_since(
-    client: Elasticsearch, stream: str, namespace: str, query: Mapping[str, Any]
-) -> int:
+def count_since(client: Client, stream: str, namespace: str, query: Mapping[str, Any]) -> int:
     """Documents of ``stream``'s namespace matching ``query`` (0 when it does not exist)."""
     index = f"{stream}-{namespace}"
     refresh(client, index)
     return count(client, index, query)
 
 
-def settled(client: Elasticsearch, r: LabResult, now_s: float) -> bool:
+def settled(client: Client, r: LabResult, now_s: float) -> bool:
     """Whether the pipeline caught up with the lab's workload: the peer comparison evaluated
     windows past its end, every incident closed, and one found if there was a fault (a minute
     of grace if none comes)."""

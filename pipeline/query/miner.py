@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 import pandas as pd  # type: ignore[import-untyped]
-from elasticsearch import Elasticsearch
 
 from pipeline.query.quantity import ColumnError, normalize
-from pipeline.query.reader import FieldCaps, data_fields, field_caps, iter_pages, sortable
+from pipeline.query.reader import data_fields, iter_pages, sortable
 from pipeline.query.tables import Table, flatten, frame, table
 from pipeline.query.tuples import Tuples
 from pipeline.settings import Settings
-from pipeline.sink.client import make_client
+from pipeline.sink.client import Client, make_client
+from pipeline.sink.search import FieldCaps, field_caps
 
 TimeLike = dt.datetime | dt.date | str | int | float
 """A datetime or date (naive means UTC), an ISO-8601 string (no offset means UTC), or epoch
@@ -89,7 +89,7 @@ class IOMiner:
 
     def __init__(
         self,
-        client: Elasticsearch,
+        client: Client,
         namespace: str = "default",
         *,
         page_size: int = 5000,

@@ -10,6 +10,8 @@ capabilities API), then ``_doc``.
 
 A missing index (404 ``index_not_found_exception``) reads as no hits. "Try later" failures
 (no connection, timeout, 429, 5xx) raise :class:`~pipeline.sink.search.ClusterUnavailable`.
+The requests themselves are the sink's (:mod:`pipeline.sink.pit`, :mod:`pipeline.sink.search`);
+this module chooses the reading method and the fallback's order.
 """
 
 from __future__ import annotations
@@ -18,37 +20,13 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from elasticsearch import ApiError, Elasticsearch
-
-from pipeline.sink.search import ClusterUnavailable, iter_hits, request_errors
+from pipeline.sink.client import Client
+from pipeline.sink.pit import NoPointInTime, open_pit, pit_pages
+from pipeline.sink.search import FieldCaps, field_caps, iter_hits
 
 log = logging.getLogger(__name__)
 
 Hit = Mapping[str, Any]
-FieldCaps = Mapping[str, Mapping[str, Mapping[str, Any]]]
-"""``field_caps`` answer's ``fields``: path -> type name -> capabilities."""
-
-_UNSUPPORTED = frozenset({400, 404, 405, 501})
-
-
-def _index_missing(err: ApiError) -> bool:
-    return err.status_code == 404 and "index_not_found" in str(err.error)
-
-
-def field_caps(client: Elasticsearch, index: str) -> FieldCaps:
-    """Every field of ``index`` (a name or pattern) with its types (``_field_caps``).
-
-    A missing index gives ``{}``.
-
-    Raises:
-        ClusterUnavailable: the cluster cannot answer now.
-    """
-    with request_errors(f"field capabilities of {index}"):
-        resp = client.field_caps(
-            index=index, fields="*", ignore_unavailable=True, allow_no_indices=True
-        )
-    fields: FieldCaps = resp.get("fields", {})
-    return fields
 
 
 def data_fields(caps: FieldCaps) -> dict[str, set[str]]:
@@ -86,71 +64,8 @@ def _batched(hits: Iterator[Hit], size: int) -> Iterator[list[Hit]]:
         yield page
 
 
-class _NoPit(Exception):
-    """The cluster has no point-in-time API."""
-
-
-def _open_pit(client: Elasticsearch, index: str, keep_alive: str, required: bool) -> str | None:
-    """The PIT id; None when the index is missing.
-
-    Raises:
-        _NoPit: the cluster has no PIT API and ``required`` is False.
-    """
-    with request_errors(f"point in time on {index}"):
-        try:
-            resp = client.open_point_in_time(index=index, keep_alive=keep_alive)
-        except ApiError as err:
-            if _index_missing(err):
-                return None
-            if required or err.status_code not in _UNSUPPORTED:
-                raise
-            raise _NoPit(f"HTTP {err.status_code}: {err.error}") from None
-    return str(resp["id"])
-
-
-def _close_pit(client: Elasticsearch, pit_id: str) -> None:
-    try:
-        with request_errors("closing a point in time"):
-            client.close_point_in_time(id=pit_id)
-    except (ApiError, ClusterUnavailable) as err:
-        # it expires after keep_alive anyway
-        log.warning("could not close point in time (it expires by itself): %s", err)
-
-
-def _pit_pages(
-    client: Elasticsearch,
-    pit_id: str,
-    query: Mapping[str, Any],
-    source: Sequence[str] | None,
-    page_size: int,
-    keep_alive: str,
-) -> Iterator[list[Hit]]:
-    after: list[Any] | None = None
-    try:
-        while True:
-            with request_errors("point-in-time search"):
-                resp = client.search(
-                    pit={"id": pit_id, "keep_alive": keep_alive},
-                    query=dict(query),
-                    sort=[{"@timestamp": "asc"}, {"_shard_doc": "asc"}],
-                    size=page_size,
-                    source_includes=list(source) if source is not None else None,
-                    search_after=after,
-                    track_total_hits=False,
-                )
-            pit_id = str(resp.get("pit_id", pit_id))
-            hits: list[Hit] = resp["hits"]["hits"]
-            if hits:
-                yield hits
-            if len(hits) < page_size:
-                return
-            after = list(hits[-1]["sort"])
-    finally:
-        _close_pit(client, pit_id)
-
-
 def iter_pages(
-    client: Elasticsearch,
+    client: Client,
     index: str,
     query: Mapping[str, Any],
     *,
@@ -171,8 +86,8 @@ def iter_pages(
         query: the ``query`` clause.
         keys: fields identifying a document together with ``@timestamp``, for the plain
             ``search_after`` fallback (see the module docstring).
-        caps: the index's field capabilities (:func:`field_caps`), used to sort the fallback
-            on ``keyword`` fields; fetched when needed and not given.
+        caps: the index's field capabilities (:func:`~pipeline.sink.search.field_caps`), used
+            to sort the fallback on ``keyword`` fields; fetched when needed and not given.
         source: ``_source`` includes (field paths); None reads whole documents.
         page_size: hits per request (Elasticsearch caps a page at 10,000).
         pit: True: use a point in time or fail; False: never; None: use one when the cluster
@@ -181,19 +96,26 @@ def iter_pages(
 
     Raises:
         ClusterUnavailable: the cluster cannot answer now.
-        elasticsearch.ApiError: the cluster rejected the query, or (``pit=True``) the PIT.
+        RequestRejected: the cluster rejected the query, or (``pit=True``) the PIT.
         ValueError: ``page_size`` outside 1..10,000.
     """
     if not 1 <= page_size <= 10_000:
         raise ValueError(f"page_size must be within 1..10000, not {page_size}")
     if pit is not False:
         try:
-            pit_id = _open_pit(client, index, keep_alive, required=pit is True)
-        except _NoPit as why:
+            pit_id = open_pit(client, index, keep_alive, required=pit is True)
+        except NoPointInTime as why:
             log.info("reading %s with plain search_after: no point-in-time API (%s)", index, why)
         else:
             if pit_id is not None:
-                yield from _pit_pages(client, pit_id, query, source, page_size, keep_alive)
+                yield from pit_pages(
+                    client,
+                    pit_id,
+                    query,
+                    source=source,
+                    page_size=page_size,
+                    keep_alive=keep_alive,
+                )
             return
     sort = _fallback_sort(field_caps(client, index) if caps is None else caps, keys)
     hits = iter_hits(client, index, query, sort, source=source, page_size=page_size)

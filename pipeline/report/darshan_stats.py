@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
-from elasticsearch import Elasticsearch
 
+from pipeline.sink.client import Client
 from pipeline.sink.search import count, newest, oldest
 
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
@@ -149,7 +149,7 @@ def interfaces_by_size(io: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 def searched(
-    client: Elasticsearch, index: str, start: pd.Timestamp | None, end: pd.Timestamp | None
+    client: Client, index: str, start: pd.Timestamp | None, end: pd.Timestamp | None
 ) -> dict[str, Any]:
     """What a search for jobs that found none covered, and what ``index`` holds.
 

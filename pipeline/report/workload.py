@@ -17,27 +17,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from elasticsearch import Elasticsearch, NotFoundError
-
 from pipeline.formats.events.encode import MODEL_DATASET, REQUEST_DATASET
-from pipeline.sink.search import iter_hits, request_errors
+from pipeline.sink.client import Client
+from pipeline.sink.search import iter_hits, search
 
 MAX_CLUSTERS = 10_000
 """Clusters per model counted (a threshold that makes more is too small to be a model)."""
 
 
-def _search(client: Elasticsearch, index: str, **body: Any) -> Mapping[str, Any] | None:
-    """One search; None when the data stream does not exist (nothing was indexed yet)."""
-    try:
-        with request_errors(f"search of {index}"):
-            body_: Mapping[str, Any] = client.search(index=index, **body).body
-            return body_
-    except NotFoundError:
-        return None
-
-
 def request_counts(
-    client: Elasticsearch, namespace: str, model: str | None = None
+    client: Client, namespace: str, model: str | None = None
 ) -> dict[str, dict[int, dict[str, Any]]]:
     """Per model name and cluster id: ``requests``, ``outliers``, ``incomplete``,
     ``mean_duration_ms`` and ``mean_critical_path_ms`` of the indexed request documents.
@@ -49,7 +38,7 @@ def request_counts(
     query: dict[str, Any] = {"exists": {"field": "iolens.request.cluster"}}
     if model is not None:
         query = {"bool": {"filter": [query, {"term": {"iolens.request.model": model}}]}}
-    resp = _search(client, index, size=0, query=query, aggs=_COUNT_AGGS)
+    resp = search(client, index, size=0, query=query, aggs=_COUNT_AGGS)
     out: dict[str, dict[int, dict[str, Any]]] = {}
     if resp is None:
         return out
@@ -91,7 +80,7 @@ def _cluster_counts(bucket: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def latest_snapshot(
-    client: Elasticsearch, namespace: str, model: str
+    client: Client, namespace: str, model: str
 ) -> tuple[dict[str, Any], dict[int, dict[str, Any]]] | None:
     """The newest snapshot of ``model``: its common fields (``@timestamp``, ``host``,
     ``threshold``, ``requests``, ``model_error``) and its clusters by id; None if there is none.
@@ -101,7 +90,7 @@ def latest_snapshot(
     """
     index = f"metrics-{MODEL_DATASET}-{namespace}"
     term = {"term": {"iolens.workload_model.model": model}}
-    resp = _search(client, index, size=1, query=term, sort=[{"@timestamp": "desc"}])
+    resp = search(client, index, size=1, query=term, sort=[{"@timestamp": "desc"}])
     if resp is None or not resp["hits"]["hits"]:
         return None
     top = resp["hits"]["hits"][0]["_source"]
@@ -128,7 +117,7 @@ def _snapshot_head(top: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def indexed_models(
-    client: Elasticsearch, namespace: str, model: str | None = None
+    client: Client, namespace: str, model: str | None = None
 ) -> Iterator[dict[str, Any]]:
     """Each workload model (or only ``model``) as indexed, by name.
 

@@ -154,6 +154,17 @@ def detect(client: Elasticsearch) -> Capabilities:
     )
 
 
+def licence_type(client: Elasticsearch) -> str | None:
+    """The cluster's licence type from ``GET /_license``, lower case (``basic``, ``trial``,
+    ``gold``...); None when it cannot be told (the API is missing or refused, the cluster does
+    not answer, or the answer has no ``license.type``). Never raises.
+    """
+    try:
+        return str(client.license.get()["license"]["type"]).lower()
+    except (ApiError, TransportError, KeyError, TypeError):
+        return None
+
+
 def _version(client: Elasticsearch) -> tuple[str, str]:
     """The cluster's version number and what it is, for messages (``Elasticsearch 8.15.3``,
     ``noida-db 8.15 API subset``).

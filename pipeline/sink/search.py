@@ -1,7 +1,12 @@
 """Reading documents back and removing superseded ones (ES search / delete-by-query APIs, 8.x).
 
+The one door every reader outside the sink uses: code elsewhere holds a
+:data:`pipeline.sink.client.Client` and calls these functions (and
+:mod:`pipeline.sink.pit` for point-in-time paging), never the ``elasticsearch`` package.
+
 A missing index reads as empty. Failures that say "try later" (no connection, timeout, 429,
-5xx) become :class:`ClusterUnavailable`; other errors (a bad query) propagate.
+5xx) become :class:`ClusterUnavailable`; other errors (a bad query) propagate as
+:data:`RequestRejected`.
 """
 
 from __future__ import annotations
@@ -15,6 +20,16 @@ from typing import Any
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
 log = logging.getLogger(__name__)
+
+FieldCaps = Mapping[str, Mapping[str, Mapping[str, Any]]]
+"""``field_caps`` answer's ``fields``: path -> type name -> capabilities."""
+
+RequestRejected = ApiError
+"""The cluster answered a request with an error status (``elasticsearch.ApiError``, named here
+so that callers need not import the client package): a bad query, a mapping conflict, a refused
+write. ``status_code`` (int, HTTP) and ``error`` (str, the error type) say which. Inside
+:func:`request_errors`, 429 and 5xx answers become :class:`ClusterUnavailable` instead.
+"""
 
 
 class ClusterUnavailable(Exception):
@@ -99,6 +114,44 @@ def _page(
     )
     hits: list[Mapping[str, Any]] = resp["hits"]["hits"]
     return hits
+
+
+def search(client: Elasticsearch, index: str, **body: Any) -> Mapping[str, Any] | None:
+    """One search request's answer (the ``_search`` response body: ``hits``, ``aggregations``);
+    None when ``index`` does not exist (nothing was indexed yet).
+
+    Args:
+        client: the cluster.
+        index: index, data stream or pattern.
+        body: the request's keyword arguments (``query``, ``aggs``, ``size``, ``sort``...).
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+        RequestRejected: the cluster refused the request (e.g. a bad query).
+    """
+    try:
+        with _request(f"search of {index}"):
+            resp: Mapping[str, Any] = client.search(index=index, **body).body
+    except _Missing:
+        return None
+    return resp
+
+
+def field_caps(client: Elasticsearch, index: str) -> FieldCaps:
+    """Every field of ``index`` (a name or pattern) with its types (``_field_caps``).
+
+    A missing index gives ``{}``.
+
+    Raises:
+        ClusterUnavailable: the cluster cannot answer now.
+        RequestRejected: the cluster refused the request.
+    """
+    with request_errors(f"field capabilities of {index}"):
+        resp = client.field_caps(
+            index=index, fields="*", ignore_unavailable=True, allow_no_indices=True
+        )
+    fields: FieldCaps = resp.get("fields", {})
+    return fields
 
 
 def refresh(client: Elasticsearch, index: str) -> None:
