@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
 from pipeline.parsers.errors import ParseError
-from pipeline.reducers.io_diagnosis import Thresholds, diagnose
+from pipeline.reducers.io_diagnosis import NO_EVIDENCE, Thresholds, diagnose
 from pipeline.report.darshan_diagnosis import diagnosis_dict, format_diagnosis
 from pipeline.settings import Settings
 
@@ -99,12 +99,12 @@ def _diagnose_one(
     except (ParseError, FileNotFoundError) as err:
         sys.stderr.write(f"iolens: {err}\n")
         return 2
-    extra: dict[str, Any] = {}
+    found = NO_EVIDENCE
     if cluster is not None:
         from pipeline.jobs.darshan_evidence import server_evidence
 
-        extra = server_evidence(cluster.client, settings, a)
-    d = diagnose(a, t, **extra)
+        found = server_evidence(cluster.client, settings, a)
+    d = diagnose(a, t, found)
     if args.json:
         sys.stdout.write(json.dumps(diagnosis_dict(d, args.top)) + "\n")
     else:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import socket
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pipeline.parsers.mounts import MountTable, configured_mounts, parse_proc_mounts
 from pipeline.reducers.darshan_job import JobAnalysis
-from pipeline.reducers.io_diagnosis import lmt_window
+from pipeline.reducers.io_diagnosis import Evidence, lmt_window
 from pipeline.settings import DarshanSettings, Settings
 from pipeline.sink.client import Client
 from pipeline.sink.search import ClusterUnavailable, iter_hits
@@ -24,28 +25,24 @@ from pipeline.sink.search import ClusterUnavailable, iter_hits
 log = logging.getLogger(__name__)
 
 
-def server_evidence(client: Client, settings: Settings, a: JobAnalysis) -> dict[str, Any]:
+def server_evidence(client: Client, settings: Settings, a: JobAnalysis) -> Evidence:
     """Server-side data for the diagnosis of a low-bandwidth job: the Slurm node count, the
     LMT load of the OSTs during the job, where its critical files are mounted and the LUNs
     the peer comparison marked anomalous during its run (whatever of it is indexed; a cluster
     that cannot answer gives what was found before it failed).
 
     Returns:
-        Keyword arguments of :func:`pipeline.reducers.io_diagnosis.diagnose`: ``node_count``,
-        ``lmt``, ``anomalous_osts`` (OST -> LUN), ``placement`` (critical file -> (mount
-        point, LUN)) and ``anomalous_luns`` (LUN -> highest record score).
+        The evidence for :func:`pipeline.reducers.io_diagnosis.diagnose`.
     """
     window = _run_window(a)
-    out: dict[str, Any] = {}
     placement = critical_placement(a, settings.darshan)
-    if placement:
-        out["placement"] = placement
+    found = Evidence(placement=placement or None)
     try:
-        out.update(_slurm_and_lmt(client, settings, a, window))
-        out.update(_peer_evidence(client, settings, window, placement))
+        found = _slurm_and_lmt(client, settings, a, window, found)
+        found = _peer_evidence(client, settings, window, found)
     except ClusterUnavailable as err:
         log.warning("server-side evidence for job %s unavailable: %s", a.log.jobid, err)
-    return out
+    return found
 
 
 def _run_window(a: JobAnalysis) -> dict[str, Any]:
@@ -65,30 +62,28 @@ def _peer_evidence(
     client: Client,
     settings: Settings,
     window: dict[str, Any],
-    placement: dict[str, tuple[str, str]],
-) -> dict[str, Any]:
-    """``anomalous_osts`` (through ``darshan.ost_luns``) and ``anomalous_luns`` (of the critical
-    files' mounts) from the peer comparison during the job's run."""
-    out: dict[str, Any] = {}
+    found: Evidence,
+) -> Evidence:
+    """``found`` with ``anomalous_osts`` (through ``darshan.ost_luns``) and ``anomalous_luns``
+    (of the critical files' mounts) from the peer comparison during the job's run."""
+    placement = found.placement or {}
     ost_luns = {lun: int(o) for o, lun in settings.darshan.ost_luns.items()}
     wanted = set(ost_luns) | {lun for _, lun in placement.values()}
     if not wanted:
-        return out
+        return found
     index = f"metrics-iolens.peer_anomaly-{settings.elasticsearch.namespace}"
     scores = anomalous_luns(client, index, window, wanted)
     if ost_luns:
-        out["anomalous_osts"] = {ost_luns[lun]: lun for lun in scores if lun in ost_luns}
-    if placement:
-        out["anomalous_luns"] = scores
-    return out
+        osts = {ost_luns[lun]: lun for lun in scores if lun in ost_luns}
+        found = replace(found, anomalous_osts=osts)
+    return replace(found, anomalous_luns=scores) if placement else found
 
 
 def _slurm_and_lmt(
-    client: Client, settings: Settings, a: JobAnalysis, window: dict[str, Any]
-) -> dict[str, Any]:
-    """The job's Slurm node count and the LMT load of the OSTs during its run."""
+    client: Client, settings: Settings, a: JobAnalysis, window: dict[str, Any], found: Evidence
+) -> Evidence:
+    """``found`` with the job's Slurm node count and the LMT load of the OSTs during its run."""
     ns = settings.elasticsearch.namespace
-    out: dict[str, Any] = {}
     slurm = list(
         iter_hits(
             client,
@@ -99,11 +94,9 @@ def _slurm_and_lmt(
     )
     if slurm:
         nodes = slurm[0]["_source"]["slurm"]["job"].get("node_count")
-        out["node_count"] = int(nodes) if nodes else None
+        found = replace(found, node_count=int(nodes) if nodes else None)
     rows = _lmt_rows(client, settings, window)
-    if rows:
-        out["lmt"] = lmt_window(rows)
-    return out
+    return replace(found, lmt=lmt_window(rows)) if rows else found
 
 
 def _lmt_rows(client: Client, settings: Settings, window: dict[str, Any]) -> list[dict[str, Any]]:

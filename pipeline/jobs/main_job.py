@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from pipeline.delivery.commit import Delivery, sort_acknowledged
 from pipeline.errors import ConfigError
@@ -37,6 +36,7 @@ from pipeline.jobs.state_open import open_state_dbs
 from pipeline.jobs.summary import RunSummary
 from pipeline.records.core import Document
 from pipeline.reducers.darshan_job import JobAnalysis
+from pipeline.reducers.io_diagnosis import Evidence
 from pipeline.settings import DropSettings, Settings
 from pipeline.shippers.discovery import FileSet
 from pipeline.shippers.interface import ShipContext, Tail
@@ -201,7 +201,7 @@ class MainJob:
     def _files_read(self) -> int:
         return len(self.reader.read_keys)
 
-    def _darshan_evidence(self, a: JobAnalysis) -> dict[str, Any]:
+    def _darshan_evidence(self, a: JobAnalysis) -> Evidence:
         return server_evidence(self.client, self.settings, a)
 
     def _on_ack(self, docs: Sequence[Document]) -> None:

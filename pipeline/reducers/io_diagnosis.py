@@ -95,6 +95,32 @@ class LmtWindow:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """Server-side evidence for one job's diagnosis (what the cluster holds of its run:
+    :func:`pipeline.jobs.darshan_evidence.server_evidence`); None where nothing is known.
+
+    Attributes:
+        node_count: nodes of the job (Slurm), for the aggregator checks.
+        lmt: LMT load of the OSTs during the job, if indexed.
+        anomalous_osts: OST index -> LUN (``host/device``) the peer comparison marked anomalous
+            during the job.
+        placement: critical file name -> ``(mount point, LUN)`` from the mount table.
+        anomalous_luns: LUN -> highest record score (0-100) of the windows in which the peer
+            comparison marked it anomalous during the job.
+    """
+
+    node_count: int | None = None
+    lmt: LmtWindow | None = None
+    anomalous_osts: Mapping[int, str] | None = None
+    placement: Mapping[str, tuple[str, str]] | None = None
+    anomalous_luns: Mapping[str, float] | None = None
+
+
+NO_EVIDENCE = Evidence()
+"""A job diagnosed from its own counters only."""
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     """The result of :func:`diagnose`.
 
@@ -132,40 +158,30 @@ def low_bandwidth(a: JobAnalysis, t: Thresholds) -> tuple[str, ...]:
 def diagnose(
     a: JobAnalysis,
     thresholds: Thresholds | None = None,
-    *,
-    node_count: int | None = None,
-    lmt: LmtWindow | None = None,
-    anomalous_osts: Mapping[int, str] | None = None,
-    placement: Mapping[str, tuple[str, str]] | None = None,
-    anomalous_luns: Mapping[str, float] | None = None,
+    evidence: Evidence = NO_EVIDENCE,
 ) -> Diagnosis:
     """Diagnose one analysed job.
 
     Args:
         a: the job (:func:`~pipeline.reducers.darshan_job.analyze`).
         thresholds: the low-bandwidth cut (default :class:`Thresholds`).
-        node_count: nodes of the job (Slurm), for the aggregator checks.
-        lmt: LMT load of the OSTs during the job, if indexed.
-        anomalous_osts: OST index -> LUN (``host/device``) the peer comparison marked anomalous
-            during the job.
-        placement: critical file name -> ``(mount point, LUN)`` from the mount table.
-        anomalous_luns: LUN -> highest record score (0-100) of the windows in which the peer
-            comparison marked it anomalous during the job.
+        evidence: what the cluster holds of the job's run (default: nothing).
 
     Returns:
         The :class:`Diagnosis`. It is computed for every job; ``low`` says whether the job is
         one the thresholds select.
     """
     t = thresholds or Thresholds()
+    lmt, placement = evidence.lmt, evidence.placement
     crit_osts = critical_osts(a)
     causes = _slow_ost_causes(a, crit_osts)
     if lmt is not None and lmt.bytes_per_s:
         causes += _lmt_causes(a, lmt, crit_osts)
-    causes += _peer_ost_causes(anomalous_osts or {}, crit_osts)
-    causes += _lun_causes(a, placement or {}, anomalous_luns or {})
+    causes += _peer_ost_causes(evidence.anomalous_osts or {}, crit_osts)
+    causes += _lun_causes(a, placement or {}, evidence.anomalous_luns or {})
     causes += _factor_causes(a.factors)
     causes += _dominant_file_cause(a)
-    found = insights(a.job, a.files, a.log.hints, node_count)
+    found = insights(a.job, a.files, a.log.hints, evidence.node_count)
     bw = {d: direction_totals(a.job, d)[1] for d in ("read", "write")}
     return Diagnosis(a, low_bandwidth(a, t), bw, tuple(found), tuple(causes), dict(placement or {}))
 

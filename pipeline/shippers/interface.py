@@ -15,9 +15,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from pipeline.reducers.darshan_job import JobAnalysis
+from pipeline.reducers.io_diagnosis import Evidence
 from pipeline.settings import DropSettings, Settings
 from pipeline.shippers.registry import FileState, Registry
 from pipeline.shippers.results import LineResult, Released
@@ -90,7 +91,7 @@ class ShipContext:
     state_dir: Path
     hostname: str
     clock: Callable[[], float]
-    evidence: Callable[[JobAnalysis], dict[str, Any]]
+    evidence: Callable[[JobAnalysis], Evidence]
     registry: Registry
     doc_ctx: DocContext
     once: bool = False

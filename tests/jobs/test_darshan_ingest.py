@@ -278,11 +278,11 @@ def test_server_side_evidence_names_the_slow_ost(
             "darshan": {"ost_luns": {"14": "oss4/sdc"}},
         }
     )
-    extra = server_evidence(client, settings, a)
-    assert extra["node_count"] == 86
-    assert extra["anomalous_osts"] == {14: "oss4/sdc"}
-    assert extra["lmt"].bytes_per_s[14] == pytest.approx(0.5 * 2**20)
-    d = diagnose(a, **extra)
+    found = server_evidence(client, settings, a)
+    assert found.node_count == 86
+    assert found.anomalous_osts == {14: "oss4/sdc"}
+    assert found.lmt is not None and found.lmt.bytes_per_s[14] == pytest.approx(0.5 * 2**20)
+    d = diagnose(a, evidence=found)
     assert [(c.kind, c.ost, c.source) for c in d.causes] == [
         ("slow_ost", 14, "darshan"),
         ("slow_ost", 14, "lmt"),

@@ -9,7 +9,7 @@ import pytest
 from pipeline.formats.darshan.read import read_darshan
 from pipeline.reducers.darshan_job import analyze
 from pipeline.reducers.insights import insights
-from pipeline.reducers.io_diagnosis import LmtWindow, diagnose, lmt_window
+from pipeline.reducers.io_diagnosis import Evidence, LmtWindow, diagnose, lmt_window
 
 
 @pytest.mark.parametrize(("nodes", "code"), [(2, "M08"), (128, "M09"), (4, "M10")])
@@ -35,7 +35,7 @@ def test_lmt_load_names_a_busy_ost_of_a_critical_file(darshan_inputs: Path) -> N
     a = analyze(read_darshan(darshan_inputs / "sample-badost.darshan"))
     # OST 14 carries 400 MiB/s while the others carry 20: far more than the job's own traffic
     rates = {o: (400.0 if o == 14 else 20.0) * 2**20 for o in range(24)}
-    d = diagnose(a, lmt=LmtWindow(rates))
+    d = diagnose(a, evidence=Evidence(lmt=LmtWindow(rates)))
     [load] = [c for c in d.causes if c.kind == "ost_load"]
     assert (load.ost, load.source) == (14, "lmt")
     assert load.files[0].endswith("ior-posix.out.00001507")

@@ -19,6 +19,7 @@ import pytest
 
 from pipeline.formats.fio.shipper import FioShipper
 from pipeline.formats.fio.tail import FioTail
+from pipeline.reducers.io_diagnosis import NO_EVIDENCE
 from pipeline.settings import DropSettings, settings_from_mapping
 from pipeline.shippers.identity import identify
 from pipeline.shippers.interface import NewFile, ShipContext
@@ -33,7 +34,13 @@ COPIED_AT = datetime(2026, 11, 25, 5, 25, 4, 205_000, tzinfo=UTC).timestamp()
 def shipper(tmp_path: Path, registry: Registry, **fio: Any) -> FioShipper:
     settings = settings_from_mapping({"state_dir": str(tmp_path / "state"), "fio": fio}, env={})
     ctx = ShipContext(
-        settings, tmp_path / "state", "here", lambda: 0.0, lambda a: {}, registry, DocContext()
+        settings,
+        tmp_path / "state",
+        "here",
+        lambda: 0.0,
+        lambda a: NO_EVIDENCE,
+        registry,
+        DocContext(),
     )
     return FioShipper(ctx)
 

@@ -58,7 +58,7 @@ from pipeline.records.event_schema import event_schema
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.darshan_job import analyze
 from pipeline.reducers.incident import Incident, Span
-from pipeline.reducers.io_diagnosis import LmtWindow, diagnose
+from pipeline.reducers.io_diagnosis import Evidence, LmtWindow, diagnose
 from pipeline.reducers.request_cluster import cluster_all
 from pipeline.reducers.request_join import extract
 from pipeline.settings import FioSettings, ServiceRateSettings
@@ -205,11 +205,13 @@ def darshan_documents() -> Iterator[Document]:
         placement = {cf.name: ("/scratch", "oss4/sdc") for cf in a.critical[:3]}
         d = diagnose(
             a,
-            node_count=86,
-            lmt=LmtWindow({14: 0.5 * 2**20}),
-            anomalous_osts={14: "oss4/sdc"},
-            placement=placement,
-            anomalous_luns={"oss4/sdc": 91.7},
+            evidence=Evidence(
+                node_count=86,
+                lmt=LmtWindow({14: 0.5 * 2**20}),
+                anomalous_osts={14: "oss4/sdc"},
+                placement=placement,
+                anomalous_luns={"oss4/sdc": 91.7},
+            ),
         )
         yield diagnosis_document(CTX, d, REF, CREATED_MS)
 

@@ -35,7 +35,14 @@ from pipeline.formats.darshan.read import read_darshan
 from pipeline.parsers.errors import ParseError
 from pipeline.records.core import Document, LineRef
 from pipeline.reducers.darshan_job import JobAnalysis, analyze
-from pipeline.reducers.io_diagnosis import Diagnosis, Thresholds, diagnose, low_bandwidth
+from pipeline.reducers.io_diagnosis import (
+    NO_EVIDENCE,
+    Diagnosis,
+    Evidence,
+    Thresholds,
+    diagnose,
+    low_bandwidth,
+)
 from pipeline.shippers.results import LineResult
 from pipeline.shippers.stillness import Stillness
 from pipeline.shippers.tailer import TailChunk
@@ -185,10 +192,9 @@ class DarshanPool:
         self._futures.clear()
 
 
-Evidence = Callable[[JobAnalysis], dict[str, Any]]
-"""Given a low-bandwidth job, the keyword arguments of
-:func:`~pipeline.reducers.io_diagnosis.diagnose` found in Elasticsearch (``node_count``,
-``lmt``, ``anomalous_osts``)."""
+FindEvidence = Callable[[JobAnalysis], Evidence]
+"""Given a low-bandwidth job, the server-side evidence for its diagnosis found in
+Elasticsearch (:func:`pipeline.jobs.darshan_evidence.server_evidence`)."""
 
 
 @dataclass
@@ -209,7 +215,7 @@ class DarshanTail:
     pool: DarshanPool
     stable_s: float = 5.0
     thresholds: Thresholds = field(default_factory=Thresholds)
-    evidence: Evidence | None = None
+    evidence: FindEvidence | None = None
     clock: Callable[[], float] = time.time
     monotonic: Callable[[], float] = time.monotonic
     kind: str = "darshan"
@@ -296,7 +302,7 @@ def log_documents(
     refs: tuple[LineRef, ...],
     created_ms: float,
     thresholds: Thresholds,
-    evidence: Evidence | None = None,
+    evidence: FindEvidence | None = None,
 ) -> tuple[list[Document], Diagnosis | None]:
     """Every document of one analysed log: its job, its files and, when the job is
     low-bandwidth under ``thresholds``, its diagnosis (with the server-side ``evidence``).
@@ -308,7 +314,6 @@ def log_documents(
     docs += file_documents(ctx, a, refs, created_ms)
     if not low_bandwidth(a, thresholds):
         return docs, None
-    extra = evidence(a) if evidence is not None else {}
-    d = diagnose(a, thresholds, **extra)
+    d = diagnose(a, thresholds, evidence(a) if evidence is not None else NO_EVIDENCE)
     docs.append(diagnosis_document(ctx, d, refs, created_ms))
     return docs, d
