@@ -232,3 +232,12 @@ def pop_snapshot(snapshots: dict[int, str], end_offset: int) -> str | None:
     for k in [k for k in snapshots if k < end_offset]:
         del snapshots[k]
     return snap or None
+
+
+def read_lines(path: str, offset: int, max_bytes: int) -> TailChunk:
+    """The next complete lines of ``path`` from byte ``offset``: about ``max_bytes`` of a plain
+    file (:func:`read_complete_lines`), every remaining line of a ``.gz`` one, decompressed
+    (:func:`read_gzip_lines`; ``offset`` is then in the decompressed stream)."""
+    if path.endswith(".gz"):
+        return read_gzip_lines(path, offset)
+    return read_complete_lines(path, offset, max_bytes)

@@ -41,6 +41,8 @@ def test_a_format_added_by_one_registry_line_is_read_by_the_main_job(
         {"load1": 0.52, "load5": 0.58, "load15": 0.59},
         {"load1": 0.61, "load5": 0.60, "load15": 0.59},
     ]
+    first_line = SAMPLES.split(b"\n")[0]
+    assert [h["_source"]["log"]["offset"] for h in hits] == [0, len(first_line) + 1]
     assert [h["_source"]["@timestamp"] for h in hits] == [
         "2025-11-28T03:20:00.000Z",
         "2025-11-28T03:21:00.000Z",

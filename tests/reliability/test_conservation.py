@@ -17,7 +17,7 @@ A row under a header that cannot be read (a required column missing, or one twic
 letter of its own, naming that header's line
 (:func:`test_rows_under_a_rejected_header_are_dead_lettered`).
 
-The tail tests read the damaged file through :class:`~pipeline.shippers.table_tail.TableTail`
+The tail tests read the damaged file through :class:`~pipeline.shippers.line_tail.LineTail`
 in chunks of a drawn size, optionally restarting the tail from its stored cursor after each
 chunk (a restart between commits). The end-to-end test runs the main job once (``iolens run
 --once``) on a drop directory against the session's embedded server.
@@ -54,8 +54,8 @@ from elasticsearch import Elasticsearch, NotFoundError
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from pipeline.formats.fio.chain import fio_tail
 from pipeline.formats.fio.encode import FioSource
-from pipeline.formats.fio.tail import FioTail
 from pipeline.formats.lmt import decode as lmt
 from pipeline.formats.lmt.decode import LmtCsvParser, LmtSample
 from pipeline.formats.lmt.shipper import LmtChain
@@ -67,9 +67,9 @@ from pipeline.parsers.errors import ParseError
 from pipeline.records.event_schema import EventSchema, load_event_schema
 from pipeline.settings import FioSettings
 from pipeline.shippers.interface import Tail
+from pipeline.shippers.line_tail import LineTail, TableChain
 from pipeline.shippers.registry import Registry
 from pipeline.shippers.results import LineResult
-from pipeline.shippers.table_tail import TableChain, TableTail
 from pipeline.sink.deadletter import DeadLetters
 from pipeline.sink.documents import DocContext
 from pipeline.sink.search import refresh
@@ -85,7 +85,7 @@ CTX = DocContext(namespace="conservation", agent_name="test")
 PIPE = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 TableKind = Literal["slurm", "lmt"]
-CHAINS: dict[str, Callable[[], TableChain]] = {"slurm": SlurmChain, "lmt": LmtChain}
+CHAINS: dict[str, type[TableChain]] = {"slurm": SlurmChain, "lmt": LmtChain}
 """The chain each table format's tail runs."""
 
 
@@ -179,7 +179,7 @@ def tail_results(new_tail: Callable[[], Tail], chunk_bytes: int, restart: bool) 
 
 def table_tail(path: Path, kind: TableKind) -> Callable[[], Tail]:
     """A maker of tails of the table export ``path``."""
-    return lambda: TableTail("key", str(path), CHAINS[kind], UTC)
+    return lambda: LineTail("key", str(path), CHAINS[kind](str(path), UTC))
 
 
 def check_line(res: LineResult, n: int, raw: bytes, path: str, rule: str | None) -> None:
@@ -273,7 +273,7 @@ def test_fio_tail(scratch: Path, lines: list[bytes], chunk: int, restart: bool) 
     path = scratch / "randrw_clat_hist.1.log"
     path.write_bytes(text(lines))
     source = FioSource("node01", "1", "randrw", str(path), "fp")
-    new_tail = lambda: FioTail("key", str(path), source, FioSettings(), 0)  # noqa: E731
+    new_tail = lambda: fio_tail("key", str(path), source, FioSettings(), 0)  # noqa: E731
     silent = {n: BLANK for n, raw in enumerate(lines, start=1) if not raw.strip()}
     try:
         results = tail_results(new_tail, chunk, restart)

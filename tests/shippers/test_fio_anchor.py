@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
+from pipeline.formats.fio.chain import FioChain
 from pipeline.formats.fio.shipper import FioShipper
-from pipeline.formats.fio.tail import FioTail
 from pipeline.reducers.io_diagnosis import NO_EVIDENCE
 from pipeline.settings import DropSettings, settings_from_mapping
 from pipeline.shippers.identity import identify
 from pipeline.shippers.interface import NewFile, ShipContext
+from pipeline.shippers.line_tail import LineTail
 from pipeline.shippers.registry import Registry
 from pipeline.sink.documents import DocContext
 
@@ -58,13 +59,13 @@ def copied(tmp_path: Path, name: str, mtime_s: float, data: bytes | None = None)
     return dest
 
 
-def open_log(ship: FioShipper, registry: Registry, path: Path, tmp_path: Path) -> FioTail:
+def open_log(ship: FioShipper, registry: Registry, path: Path, tmp_path: Path) -> FioChain:
     ident = identify(path, 1024)
     assert ident is not None
     drop = DropSettings(type="fio-hist", path=str(tmp_path / "drop"))
     tail = ship.open(NewFile(ident.key, str(path), path, drop, registry.get(ident.key), registry))
-    assert isinstance(tail, FioTail)
-    return tail
+    assert isinstance(tail, LineTail) and isinstance(tail.chain, FioChain)
+    return tail.chain
 
 
 def test_an_estimated_start_is_said_once_per_file_with_the_value_used(

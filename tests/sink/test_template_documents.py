@@ -6,7 +6,7 @@ For every data stream of ``mappings/`` (one per ``index_template.*.json``) docum
 by the pipeline's own encoders from real inputs:
 
 * ``metrics-fio.histogram``: the two hosts' fio logs of ``tests/data/fio/samples`` through the
-  tail (``FioTail``); ``metrics-fio.latency``: those documents merged by ``FioLatencyJob`` (its
+  tail (``fio_tail``); ``metrics-fio.latency``: those documents merged by ``FioLatencyJob`` (its
   search answered from them instead of the cluster);
 * ``metrics-sysstat.diskio``: ``tests/data/sysstat/peer_fault_sadf_d.csv`` parsed and
   downsampled to 15 s as the tail does;
@@ -46,8 +46,8 @@ from pipeline.formats.darshan.encode import diagnosis_document, file_documents, 
 from pipeline.formats.darshan.read import read_darshan
 from pipeline.formats.events.decode import parse_events
 from pipeline.formats.events.encode import model_documents, request_document, wall_offset
+from pipeline.formats.fio.chain import fio_path_parts, fio_tail
 from pipeline.formats.fio.encode import FioSource
-from pipeline.formats.fio.tail import FioTail, fio_path_parts
 from pipeline.formats.slurm.encode import slurm_job_document
 from pipeline.formats.sysstat.encode import diskio_document
 from pipeline.jobs.fio_latency import FioLatencyJob
@@ -127,7 +127,7 @@ def fio_histogram_documents() -> list[Document]:
                 f"{host}:{job}:{path.stem}"  # the registry's key: its last part is the fingerprint
             )
             source = FioSource(host, job, prefix, str(path), key.rsplit(":", 1)[-1])
-            tail = FioTail(key, str(path), source, fio, FIO_RUN_START_MS + offset_ms)
+            tail = fio_tail(key, str(path), source, fio, FIO_RUN_START_MS + offset_ms)
             for result in tail.process(tail.read(1 << 26), CTX, CREATED_MS):
                 assert result.bad is None, result.bad
                 docs += result.docs

@@ -55,7 +55,7 @@ from pipeline.reducers.request_join import ParserStats, RequestParser
 from pipeline.reducers.request_record import Request
 from pipeline.shippers.results import NOTHING, BadLine, LineResult, Released
 from pipeline.shippers.stillness import Stillness
-from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_complete_lines, read_gzip_lines
+from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_lines
 from pipeline.sink.documents import DocContext
 
 log = logging.getLogger(__name__)
@@ -141,9 +141,7 @@ class EventsTail:
 
     def read(self, max_bytes: int) -> TailChunk:
         """The next complete lines (a ``.gz`` file: all remaining lines)."""
-        if self.compressed:
-            return read_gzip_lines(self.path, self.offset)
-        return read_complete_lines(self.path, self.offset, max_bytes)
+        return read_lines(self.path, self.offset, max_bytes)
 
     def take_snapshot(self, end_offset: int) -> str | None:
         """Pop the cursor stored for a line (and drop older ones)."""

@@ -16,9 +16,9 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipeline.formats.fio.chain import fio_path_parts, fio_tail, last_time_ms
 from pipeline.formats.fio.decode import is_epoch_ms
 from pipeline.formats.fio.encode import FioSource
-from pipeline.formats.fio.tail import FioTail, fio_path_parts, last_time_ms
 from pipeline.shippers.hosts import host_for
 from pipeline.shippers.interface import NewFile, ShipContext, Shipper, Tail
 
@@ -88,7 +88,7 @@ class FioShipper(Shipper):
         offset_ms = fio.host_offsets_ms.get(host, 0)
         anchor = state.anchor_ms if state.anchor_ms is not None else self.anchor_for(host, p)
         src = FioSource(host, job, prefix, p, file.key.rsplit(":", 1)[-1])
-        tail = FioTail(file.key, p, src, fio, anchor + offset_ms)
+        tail = fio_tail(file.key, p, src, fio, anchor + offset_ms)
         tail.resume(state.offset, state.line_no, state.cursor)
         return tail
 

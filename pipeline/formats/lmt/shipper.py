@@ -1,5 +1,5 @@
 """Shipping LMT (Lustre Monitoring Tool) per-OST CSV exports (tailed by
-:class:`~pipeline.shippers.table_tail.TableTail`).
+:class:`~pipeline.shippers.line_tail.LineTail`).
 
 Each row is one OST's cumulative counters at one time step, which the per-OST reducer
 (:class:`~pipeline.formats.lmt.reduce.OstDeltaReducer`) turns into the interval since that
@@ -10,31 +10,32 @@ dead-letter area with both times. The cursor holds every OST's last counters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import tzinfo
+from collections.abc import Mapping, Sequence
+from datetime import UTC, tzinfo
 
 from pipeline.formats.lmt.decode import LmtCsvParser, LmtSample
 from pipeline.formats.lmt.encode import lmt_ost_document
 from pipeline.formats.lmt.reduce import OstDeltaReducer
 from pipeline.records.core import Document, LineRef
-from pipeline.shippers.table_tail import TableDecoder, TableShipper
+from pipeline.shippers.line_tail import TableChain, TableDecoder, TableShipper
 from pipeline.sink.documents import DocContext
 
 
-class LmtChain:
+class LmtChain(TableChain):
     """decode (:class:`LmtCsvParser`) -> reduce (:class:`OstDeltaReducer`) -> encode
     (:func:`lmt_ost_document`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str, tz: tzinfo = UTC) -> None:
         self.reducer = OstDeltaReducer()
+        super().__init__(path, tz)
 
-    def decoder(self, path: str, header: str | None, tz: tzinfo) -> TableDecoder:
+    def decoder(self, header: str | None) -> TableDecoder:
         """An LMT CSV parser resumed under ``header``."""
-        return LmtCsvParser(path, header, tz)
+        return LmtCsvParser(self.path, header, self.tz)
 
     def encode(
-        self, record: object, ref: LineRef, ctx: DocContext, created_ms: float
-    ) -> list[Document] | str:
+        self, record: object, ref: LineRef, start: int, ctx: DocContext, created_ms: float
+    ) -> Sequence[Document] | str:
         """The interval a sample closes (none for an OST's first), or why it is refused."""
         assert isinstance(record, LmtSample)
         refused = self.reducer.refusal(record)
@@ -47,10 +48,12 @@ class LmtChain:
         """The reducer's state (:meth:`OstDeltaReducer.state`)."""
         return self.reducer.state()
 
-    def resume(self, state: object | None) -> None:
+    def resume_state(self, state: object | None) -> None:
         """Continue from a saved reducer state (a fresh reducer when None)."""
         if isinstance(state, Mapping):
             self.reducer = OstDeltaReducer.from_state(state)
+        else:
+            self.reducer = OstDeltaReducer()
 
 
 class LmtShipper(TableShipper):
@@ -58,5 +61,4 @@ class LmtShipper(TableShipper):
 
     pattern = "*.csv"
     writes = ("metrics-lmt.ost",)
-
     chain = LmtChain

@@ -1,0 +1,227 @@
+"""Tailing a line format: framing, offsets and cursors, with the format's chain declared in its
+package (:class:`LineChain`: decode a line into records, reduce and encode each into documents).
+
+Files are tailed by line (only complete lines; a ``.gz`` file is read whole once complete). The
+chain's :meth:`~LineChain.cursor` after each line is stored with it when the line is committed,
+so a restart continues exactly there (:meth:`~LineChain.resume`); a document derives from one
+line only, and its deterministic id makes a replay a 409. Tables with a header line (Slurm's
+``sacct --parsable2``, LMT's CSV) share :class:`TableChain`, which keeps the header in force in
+the cursor.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, tzinfo
+from typing import ClassVar, Protocol
+from zoneinfo import ZoneInfo
+
+from pipeline.parsers.errors import ParseError
+from pipeline.records.core import Document, LineRef
+from pipeline.shippers.interface import NewFile, Shipper, Tail
+from pipeline.shippers.results import BadLine, LineResult
+from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_lines
+from pipeline.sink.documents import DocContext
+
+
+class LineChain(Protocol):
+    """One line format's chain for one file: decode -> reduce -> encode.
+
+    :meth:`decode` gives a line's records (and :class:`ParseError` values for what it cannot
+    read; raising :class:`ParseError` refuses the whole file); :meth:`encode` reduces one
+    record and gives the documents it completes (none while a reducer holds it) or why it is
+    refused (kept in the dead-letter area). :meth:`cursor` is the JSON state after the last
+    line (None: none yet); :meth:`resume` continues from one (None: from a file's start).
+    """
+
+    def decode(self, raw: bytes, line_no: int) -> Iterable[object]:
+        """The records of one line (``line_no``: 1-based), or :class:`ParseError` values."""
+        ...
+
+    def encode(
+        self, record: object, ref: LineRef, start: int, ctx: DocContext, created_ms: float
+    ) -> Sequence[Document] | str:
+        """The documents one decoded record of the line ``ref`` (starting at byte ``start``)
+        completes, or why it is refused."""
+        ...
+
+    def cursor(self) -> Mapping[str, object] | None:
+        """JSON-able state after the last line decoded and encoded."""
+        ...
+
+    def resume(self, cursor: Mapping[str, object] | None) -> None:
+        """Continue from a state :meth:`cursor` gave (None: start over)."""
+        ...
+
+
+@dataclass
+class LineTail:
+    """Read state of one file of a line format (a :class:`~pipeline.shippers.interface.Tail`).
+
+    Attributes:
+        key: registry key; path: current path.
+        chain: the format's chain for this file.
+        offset: next byte to read; line_no: lines read.
+        snapshots: the cursor after each line read but not committed, by its end offset.
+        exhausted: a compressed file was read to its end.
+    """
+
+    key: str
+    path: str
+    chain: LineChain
+    offset: int = 0
+    line_no: int = 0
+    exhausted: bool = False
+    snapshots: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def compressed(self) -> bool:
+        """A ``.gz`` file is read whole once complete."""
+        return self.path.endswith(".gz")
+
+    def resume(self, offset: int, line_no: int, cursor: str | None) -> None:
+        """Continue after a committed line with the cursor stored with it."""
+        self.offset, self.line_no = offset, line_no
+        self.chain.resume(json.loads(cursor) if cursor else None)
+
+    def restart(self) -> None:
+        """Start over at byte 0 after a truncation."""
+        self.offset = self.line_no = 0
+        self.chain.resume(None)
+        self.snapshots.clear()
+        self.exhausted = False
+
+    def read(self, max_bytes: int) -> TailChunk:
+        """The next complete lines (a ``.gz`` file: all remaining lines)."""
+        return read_lines(self.path, self.offset, max_bytes)
+
+    def take_snapshot(self, end_offset: int) -> str | None:
+        """Pop the cursor stored for a line (and drop older ones); None if unknown."""
+        return pop_snapshot(self.snapshots, end_offset)
+
+    def process(self, chunk: TailChunk, ctx: DocContext, created_ms: float) -> Iterator[LineResult]:
+        """Each line through the chain: its documents, or a bad-line record.
+
+        Raises:
+            ParseError: the chain refuses the whole file (e.g. an fio log whose first record
+                matches no bin layout).
+        """
+        start = self.offset
+        for raw, end in zip(chunk.lines, chunk.end_offsets, strict=True):
+            self.line_no += 1
+            line_start, self.offset = start, end
+            start = end
+            ref = LineRef(self.key, self.path, self.line_no, end)
+            docs: list[Document] = []
+            bad: ParseError | None = None
+            for rec in self.chain.decode(raw, self.line_no):
+                if isinstance(rec, ParseError):
+                    bad = rec
+                    continue
+                out = self.chain.encode(rec, ref, line_start, ctx, created_ms)
+                if isinstance(out, str):
+                    bad = ParseError(self.path, self.line_no, out)
+                else:
+                    docs.extend(out)
+            state = self.chain.cursor()
+            self.snapshots[end] = "" if state is None else json.dumps(state, separators=(",", ":"))
+            yield (
+                LineResult(ref, bad=BadLine(ref, raw, bad)) if bad else LineResult(ref, tuple(docs))
+            )
+        self.offset = chunk.next_offset if chunk.lines else self.offset
+
+
+class TableDecoder(Protocol):
+    """A table's line decoder (:class:`pipeline.parsers.table.HeaderedLines`): records or
+    :class:`ParseError` values from lines, remembering the header in force."""
+
+    @property
+    def header_line(self) -> str | None:
+        """The header in force (its text), None before the first."""
+        ...
+
+    def feed(self, lines: Sequence[bytes], first_line_no: int) -> Iterable[object]:
+        """Records and :class:`ParseError` values of ``lines``."""
+        ...
+
+
+class TableChain(ABC):
+    """The chain of a table with a header line: decode with the format's
+    :meth:`decoder` under the header in force, reduce and encode with :meth:`encode`. The
+    cursor holds the header and the reducer's :meth:`state`.
+
+    Args:
+        path: the file; tz: time zone of its local times (``drops[].tz``).
+    """
+
+    def __init__(self, path: str, tz: tzinfo = UTC) -> None:
+        self.path, self.tz = path, tz
+        self._decoder = self.decoder(None)
+
+    @abstractmethod
+    def decoder(self, header: str | None) -> TableDecoder:
+        """A decoder of :attr:`path` resumed under ``header``."""
+
+    @abstractmethod
+    def encode(
+        self, record: object, ref: LineRef, start: int, ctx: DocContext, created_ms: float
+    ) -> Sequence[Document] | str:
+        """The documents of one decoded record, or why it is refused."""
+
+    def state(self) -> object | None:
+        """JSON-able reducer state after the last record (None: the format keeps none)."""
+        return None
+
+    def resume_state(self, state: object | None) -> None:  # noqa: B027 (most formats keep none)
+        """Continue from a :meth:`state` (None: a fresh reducer)."""
+
+    def decode(self, raw: bytes, line_no: int) -> Iterable[object]:
+        """The line through the decoder."""
+        return self._decoder.feed([raw], line_no)
+
+    def cursor(self) -> Mapping[str, object]:
+        """``{"header": ..., "reducer": ...}`` (``reducer`` only with a state)."""
+        state: dict[str, object] = {"header": self._decoder.header_line}
+        reduced = self.state()
+        if reduced is not None:
+            state["reducer"] = reduced
+        return state
+
+    def resume(self, cursor: Mapping[str, object] | None) -> None:
+        """Continue under the cursor's header, from its reducer state."""
+        header = (cursor or {}).get("header")
+        self._decoder = self.decoder(header if isinstance(header, str) else None)
+        self.resume_state((cursor or {}).get("reducer"))
+
+
+class LineShipper(Shipper):
+    """A line format's shipper: each file a :class:`LineTail` running the chain
+    :meth:`chain_for` makes for it. Files are exports: a last line without a line end is a line
+    at the end of ``iolens run --once``."""
+
+    final_line = True
+
+    @abstractmethod
+    def chain_for(self, file: NewFile) -> LineChain:
+        """The format's chain for one file."""
+
+    def open(self, file: NewFile) -> Tail:
+        """A tail on the file, resumed from its registry entry."""
+        state = file.register()
+        tail = LineTail(file.key, file.path, self.chain_for(file))
+        tail.resume(state.offset, state.line_no, state.cursor)
+        return tail
+
+
+class TableShipper(LineShipper):
+    """A table export format's shipper: times in the drop's time zone (``drops[].tz``); the
+    format's package gives its :attr:`chain`."""
+
+    chain: ClassVar[type[TableChain]]
+
+    def chain_for(self, file: NewFile) -> LineChain:
+        """The format's table chain, in the drop's time zone."""
+        return type(self).chain(file.path, ZoneInfo(file.drop.tz))
