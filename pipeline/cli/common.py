@@ -8,7 +8,6 @@ import logging
 import os
 from pathlib import Path
 
-from pipeline.formats.registry import check_drops
 from pipeline.settings import DEFAULT_CONFIG, Settings, load_settings
 
 CONFIG_ENV = "IOLENS_CONFIG"
@@ -29,11 +28,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     """Load the configuration (:func:`config_path`) and apply ``--es-url``.
 
     Raises:
-        ConfigError: bad or unknown keys, or a drop of a format iolens does not read, naming
-            them.
+        ConfigError: bad or unknown keys, naming them.
     """
     settings = load_settings(config_path(args))
-    check_drops(settings)
     if args.es_url:
         es = settings.elasticsearch.model_copy(update={"url": args.es_url})
         settings = settings.model_copy(update={"elasticsearch": es})

@@ -37,8 +37,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(config_schema(json_schema()), indent=2, sort_keys=True))
     else:
         from pipeline.cli.common import config_path, settings_from_args
+        from pipeline.formats.registry import check_drops
 
         settings = settings_from_args(args)
+        check_drops(settings)
         where = config_path(args)
         print(f"{where or 'built-in defaults'}: valid; state_dir {settings.state_dir}")
     return 0

@@ -12,7 +12,7 @@ from rich.console import Console
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers
 from pipeline.errors import ConfigError
-from pipeline.formats.registry import FORMATS
+from pipeline.formats.registry import FORMATS, check_drops
 from pipeline.jobs.drain import EX_TEMPFAIL, BoundedDrain
 from pipeline.jobs.main_job import MainJob
 from pipeline.report.summary import report_run
@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "no drop directories: add drops: to the config or pass --drop fio-hist=DIR"
         )
+    check_drops(settings)  # before a server is started for nothing
     if args.once:
         return run_with(settings, args, None)
     with BoundedDrain(settings.sink.drain_timeout_s) as drain:

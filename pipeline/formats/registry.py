@@ -9,39 +9,47 @@ shipper); adding one is adding its package and its line here.
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
 from pipeline.errors import ConfigError
-from pipeline.formats.darshan.shipper import DarshanShipper
-from pipeline.formats.events.shipper import EventsShipper
-from pipeline.formats.fio.shipper import FioShipper
-from pipeline.formats.lmt.shipper import LmtShipper
-from pipeline.formats.slurm.shipper import SlurmShipper
-from pipeline.formats.sysstat.shipper import SadcShipper, SadfShipper
 from pipeline.settings import Settings
 from pipeline.shippers.interface import ShipContext, Shipper
 
-FORMATS: dict[str, type[Shipper]] = {
-    "fio-hist": FioShipper,
-    "sadf": SadfShipper,
-    "sadc": SadcShipper,
-    "darshan": DarshanShipper,
-    "slurm": SlurmShipper,
-    "lmt": LmtShipper,
-    "events": EventsShipper,
+FORMATS: dict[str, str] = {
+    "fio-hist": "pipeline.formats.fio.shipper:FioShipper",
+    "sadf": "pipeline.formats.sysstat.shipper:SadfShipper",
+    "sadc": "pipeline.formats.sysstat.shipper:SadcShipper",
+    "darshan": "pipeline.formats.darshan.shipper:DarshanShipper",
+    "slurm": "pipeline.formats.slurm.shipper:SlurmShipper",
+    "lmt": "pipeline.formats.lmt.shipper:LmtShipper",
+    "events": "pipeline.formats.events.shipper:EventsShipper",
 }
-"""Drop type -> shipper class, in the order their idle work runs."""
+"""Drop type -> its shipper class (``module:Class``, imported when a job needs it, so that a
+command that only names the formats does not load them), in the order their idle work runs."""
 
 
-def build_shippers(
-    ctx: ShipContext, formats: Mapping[str, type[Shipper]] = FORMATS
-) -> dict[str, Shipper]:
+def shipper_class(kind: str, formats: Mapping[str, str] = FORMATS) -> type[Shipper]:
+    """The shipper class of drop type ``kind``.
+
+    Raises:
+        ConfigError: ``kind`` is not a format of ``formats`` (:func:`unknown_type`).
+        ImportError, AttributeError: the registry names a class that does not exist.
+    """
+    if kind not in formats:
+        raise ConfigError(unknown_type("drop type", kind, formats))
+    module, _, name = formats[kind].partition(":")
+    cls: type[Shipper] = getattr(importlib.import_module(module), name)
+    return cls
+
+
+def build_shippers(ctx: ShipContext, formats: Mapping[str, str] = FORMATS) -> dict[str, Shipper]:
     """The shipper of every drop type (``drops[].type`` -> shipper), made once per job."""
-    return {kind: make(ctx) for kind, make in formats.items()}
+    return {kind: shipper_class(kind, formats)(ctx) for kind in formats}
 
 
-def check_drops(settings: Settings, formats: Mapping[str, type[Shipper]] = FORMATS) -> None:
+def check_drops(settings: Settings, formats: Mapping[str, str] = FORMATS) -> None:
     """Refuse a configuration whose drops name a format iolens does not read.
 
     Raises:
@@ -53,7 +61,7 @@ def check_drops(settings: Settings, formats: Mapping[str, type[Shipper]] = FORMA
             raise ConfigError(unknown_type(f"drops[{i}].type", drop.type, formats))
 
 
-def unknown_type(where: str, kind: str, formats: Mapping[str, type[Shipper]] = FORMATS) -> str:
+def unknown_type(where: str, kind: str, formats: Mapping[str, str] = FORMATS) -> str:
     """Why ``kind`` is refused: the formats known, and the closest name when one is close."""
     close = difflib.get_close_matches(kind, list(formats), n=1, cutoff=0.5)
     hint = f"; did you mean {close[0]!r}?" if close else ""

@@ -73,6 +73,20 @@ def test_config_errors_exit_2_and_name_the_key(
     assert "fio.intervall_ms: Extra inputs are not permitted" in capsys.readouterr().err
 
 
+def test_a_drop_of_an_unknown_format_is_refused_by_config_check_and_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "iolens.yaml"
+    (tmp_path / "drop").mkdir()
+    drops = f"drops: [{{type: sar, path: {tmp_path}}}]"
+    config.write_text(f"state_dir: {tmp_path / 'state'}\n{drops}\n")
+    said = "drops[0].type: 'sar' is not a drop format iolens reads (fio-hist, sadf, sadc, darshan,"
+    assert main(["--config", str(config), "config", "check"]) == 2
+    assert said in capsys.readouterr().err
+    assert main(["--config", str(config), "run", "--once"]) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_run_needs_a_drop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "iolens.yaml"
     config.write_text("{}\n")

@@ -18,13 +18,14 @@ from pipeline.sink.search import refresh
 from tests.formats.loadavg_format import LoadavgShipper
 from tests.reliability.test_bad_input import make_settings
 
+LOADAVG = "tests.formats.loadavg_format:LoadavgShipper"
 SAMPLES = b"1764300000 0.52 0.58 0.59 1/389 12345\n1764300060 0.61 0.60 0.59 2/390 12351\n"
 
 
 def test_a_format_added_by_one_registry_line_is_read_by_the_main_job(
     es_url: str, es_client: Elasticsearch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(registry.FORMATS, "loadavg", LoadavgShipper)  # the registry line
+    monkeypatch.setitem(registry.FORMATS, "loadavg", LOADAVG)  # the registry line
     drop = tmp_path / "drop"
     drop.mkdir()
     path = drop / "node7.loadavg"
@@ -68,8 +69,12 @@ def test_a_drop_of_a_format_not_in_the_registry_is_refused_naming_it(
 
 
 def test_every_format_declares_its_files_and_streams() -> None:
-    for kind, shipper in registry.FORMATS.items():
+    for kind in registry.FORMATS:
+        shipper = registry.shipper_class(kind)
         assert shipper.pattern and shipper.writes, kind
         assert all(s.split("-", 1)[0] in {"logs", "metrics"} for s in shipper.writes), kind
-    assert registry.FORMATS["fio-hist"].pattern == "*_clat_hist.*.log*"
-    assert registry.FORMATS["sadf"].pattern == "*"
+    assert registry.shipper_class("fio-hist").pattern == "*_clat_hist.*.log*"
+    assert registry.shipper_class("sadf").pattern == "*"
+    assert registry.shipper_class("loadavg", {"loadavg": LOADAVG}) is LoadavgShipper
+    with pytest.raises(ConfigError, match="did you mean 'sadf'"):
+        registry.shipper_class("sadd")
