@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Any
 
 from pipeline.errors import ConfigError
 from pipeline.formats.darshan.shipper import DarshanShipper
@@ -19,6 +18,7 @@ from pipeline.formats.fio.shipper import FioShipper
 from pipeline.formats.lmt.shipper import LmtShipper
 from pipeline.formats.slurm.shipper import SlurmShipper
 from pipeline.formats.sysstat.shipper import SadcShipper, SadfShipper
+from pipeline.records.json import JsonObject
 from pipeline.settings import Settings
 from pipeline.shippers.interface import ShipContext, Shipper
 
@@ -60,7 +60,7 @@ def unknown_type(where: str, kind: str, formats: Mapping[str, type[Shipper]] = F
     return f"{where}: {kind!r} is not a drop format iolens reads ({', '.join(formats)}){hint}"
 
 
-def config_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+def config_schema(schema: JsonObject) -> JsonObject:
     """The configuration's JSON Schema with ``drops[].type`` limited to the formats known."""
     out = dict(schema)
     defs = {**out["$defs"]}
