@@ -11,9 +11,9 @@ from __future__ import annotations
 import difflib
 import importlib
 from collections.abc import Mapping
-from typing import Any
 
 from pipeline.errors import ConfigError
+from pipeline.records.json import JsonObject
 from pipeline.settings import Settings
 from pipeline.shippers.interface import ShipContext, Shipper
 
@@ -68,7 +68,7 @@ def unknown_type(where: str, kind: str, formats: Mapping[str, str] = FORMATS) ->
     return f"{where}: {kind!r} is not a drop format iolens reads ({', '.join(formats)}){hint}"
 
 
-def config_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+def config_schema(schema: JsonObject) -> JsonObject:
     """The configuration's JSON Schema with ``drops[].type`` limited to the formats known."""
     out = dict(schema)
     defs = {**out["$defs"]}

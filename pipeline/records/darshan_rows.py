@@ -11,16 +11,9 @@ from __future__ import annotations
 from typing import TypedDict
 
 
-class DarshanJobRow(TypedDict):
-    """The ``darshan.job`` fields of one log (:func:`pipeline.reducers.darshan.summary.job_row`).
-
-    Identity (``id`` .. ``run_time_s``), volume and request shares (``bytes_read`` ..
-    ``pattern``: Equation 3's ratios over POSIX requests, Equation 5's ``sharing_ratio``),
-    interfaces, layout (``ost_count``, ``file_count``, ``size_class``), timing and bandwidths
-    (``io_time_s`` is the critical path's union; ``critical_bytes_per_s`` the bytes over it,
-    ``naive_bytes_per_s`` over its span, ``darshan_bytes_per_s`` Darshan's
-    ``agg_perf_by_slowest``), and ``partial`` (Darshan ran out of memory for records).
-    """
+class JobIdentity(TypedDict):
+    """Who ran the job and when: the job id, ``uid``, ``user``/``exe``/``command_line`` (None
+    when unknown), ``nprocs``, ``start_s``/``end_s`` (Unix seconds) and ``run_time_s``."""
 
     id: str
     uid: int
@@ -31,6 +24,12 @@ class DarshanJobRow(TypedDict):
     start_s: float
     end_s: float
     run_time_s: float
+
+
+class JobVolume(TypedDict):
+    """Bytes and requests moved (``bytes_read`` .. ``writes``), the request ratios in 0..1
+    (None where no POSIX request), ``sharing_ratio`` (processes per file) and ``pattern``."""
+
     bytes_read: int
     bytes_written: int
     reads: int
@@ -42,14 +41,22 @@ class DarshanJobRow(TypedDict):
     small_1k_ratio: float | None
     sharing_ratio: float | None
     pattern: str | None
+
+
+class JobInterfaces(TypedDict):
+    """The I/O interfaces used (module names), the main one, and MPI-IO's collective share
+    (``collective_ratio`` in 0..1, None without MPI-IO requests)."""
+
     interfaces: list[str]
     interface: str | None
     collective: bool
     collective_ratio: float | None
-    ost_count: int
-    file_count: int
-    size_class: str
-    no_io: bool
+
+
+class JobTiming(TypedDict):
+    """The I/O times in seconds (``io_time_s``: the critical path's union) and the bandwidths
+    in bytes/s (None where the time is 0)."""
+
     io_time_s: float
     read_time_s: float
     write_time_s: float
@@ -58,6 +65,23 @@ class DarshanJobRow(TypedDict):
     darshan_bytes_per_s: float | None
     read_bytes_per_s: float | None
     write_bytes_per_s: float | None
+
+
+class DarshanJobRow(JobIdentity, JobVolume, JobInterfaces, JobTiming):
+    """The ``darshan.job`` fields of one log (:func:`pipeline.reducers.darshan.summary.job_row`).
+
+    Identity (``id`` .. ``run_time_s``), volume and request shares (``bytes_read`` ..
+    ``pattern``: Equation 3's ratios over POSIX requests, Equation 5's ``sharing_ratio``),
+    interfaces, layout (``ost_count``, ``file_count``, ``size_class``), timing and bandwidths
+    (``io_time_s`` is the critical path's union; ``critical_bytes_per_s`` the bytes over it,
+    ``naive_bytes_per_s`` over its span, ``darshan_bytes_per_s`` Darshan's
+    ``agg_perf_by_slowest``), and ``partial`` (Darshan ran out of memory for records).
+    """
+
+    ost_count: int
+    file_count: int
+    size_class: str
+    no_io: bool
     partial: bool
     max_meta_rank_s: float
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from pipeline.records.event_schema import EventSchema
 from pipeline.records.events import Event
+from pipeline.records.json import JsonObject
 from pipeline.reducers.request_record import Request, hashable
 
 NO_THREAD = -1
@@ -76,7 +77,7 @@ class Canonical:
         """The serialisation as text: ``ReqStart Seg[cpu_ns=30.1ms] ReqEnd``."""
         return " ".join(_token_text(t) for t in self.tokens)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """Plain values (JSON): ``tokens`` as ``[kind, tid, resources, start_ns]`` lists."""
         return {
             "tokens": [[t.kind, t.tid, dict(t.resources), t.start_ns] for t in self.tokens],
@@ -86,7 +87,7 @@ class Canonical:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Canonical:
+    def from_json(cls, data: JsonObject) -> Canonical:
         """The inverse of :meth:`to_json`.
 
         Raises:
@@ -154,7 +155,7 @@ def _thread_items(
     """One thread's tokens (the seed, Signals, Resumes, the request's last event) and the
     segments of resource demands between them; each Resume's key goes into ``resumes``."""
     use_slices, seed, last = bool(request.cpu), request.seed, request.events[-1]
-    carried: dict[str, Any] = {}
+    carried: dict[str, object] = {}
     seg: dict[str, float] = {}
     out: list[_Item] = []
     for e in events:
@@ -176,7 +177,7 @@ def _thread_items(
 def _token_item(
     e: Event,
     tid: int,
-    carried: Mapping[str, Any],
+    carried: Mapping[str, object],
     src: tuple[str, str] | None,
     dst_attr: str | None,
     resumes: dict[tuple[str, Hashable], int],

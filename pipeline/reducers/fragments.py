@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from pipeline.records.event_schema import EventSchema
 from pipeline.records.events import Event
@@ -97,7 +96,7 @@ def endpoints(events: Sequence[Event], schema: EventSchema, machine: str) -> tup
     with the same triple and value, is not among ``events``. An event without the triple's
     attribute takes the value its thread (``parser.thread_attr``) last carried (seed 002,
     section 4: "transitively shared through other joined events on the same thread")."""
-    carried: dict[Hashable, dict[str, Any]] = {}
+    carried: dict[Hashable, dict[str, object]] = {}
     found: list[Endpoint] = []
     for e in events:
         mine = carried.setdefault(hashable(e.attrs.get(schema.parser.thread_attr)), {})

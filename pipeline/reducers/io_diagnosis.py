@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from pipeline.records.darshan_rows import direction_totals
+from pipeline.records.json import Source
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.insights import Insight, insights
 
@@ -362,7 +363,7 @@ def _own_rates(a: JobAnalysis) -> dict[int, float]:
     return out
 
 
-def lmt_window(rows: Sequence[Mapping[str, Any]]) -> LmtWindow:
+def lmt_window(rows: Sequence[Source]) -> LmtWindow:
     """Average LMT rates per OST from ``metrics-lmt.ost`` sources (``lmt.ost.index``,
     ``read_bytes_per_s``, ``write_bytes_per_s``) of the intervals within a job's run."""
     sums: dict[int, list[float]] = {}

@@ -43,12 +43,13 @@ file I/O, no clock. Values must be finite (a missing sample is the downsampler's
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from pipeline.records.json import JsonObject
 
 F64 = npt.NDArray[np.float64]
 
@@ -96,7 +97,7 @@ class PeerParams:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PeerParams:
+    def from_dict(cls, data: JsonObject) -> PeerParams:
         """Inverse of :meth:`to_dict`.
 
         Raises:

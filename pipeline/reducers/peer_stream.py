@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.records.json import JsonObject
 from pipeline.reducers.peer_flags import WindowResult, evaluate_window
 from pipeline.reducers.peer_params import PeerParams, check_block, check_present, with_gaps
 from pipeline.reducers.peer_windows import moving_average
@@ -61,7 +62,7 @@ class PeerDetector:
         self._sm_t = np.empty(0, dtype=np.float64)
         self._hist = [deque(maxlen=self.params.history) for _ in self.luns]
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         """JSON-able state: resume with :meth:`restore` (e.g. after a restart)."""
         return {
             "luns": list(self.luns),

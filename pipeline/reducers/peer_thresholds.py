@@ -9,14 +9,14 @@ they were trained with, stored by the CLI as a versioned JSON file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.records.json import JsonObject
 from pipeline.reducers.peer_cdf import window_distances
 from pipeline.reducers.peer_params import PeerParams, PeerSeries
 from pipeline.reducers.peer_windows import iter_windows, moving_average
@@ -130,7 +130,7 @@ class Thresholds:
                 f"(trained {self.trained_from_s}..{self.trained_until_s}); retrain"
             ) from None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """JSON-able form (``format``, ``version``, provenance, ``params``, ``thresholds``)."""
         return {
             "format": THRESHOLDS_FORMAT,
@@ -143,7 +143,7 @@ class Thresholds:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Thresholds:
+    def from_dict(cls, data: JsonObject) -> Thresholds:
         """Inverse of :meth:`to_dict`.
 
         Raises:
@@ -167,7 +167,7 @@ class Thresholds:
             raise ValueError(f"malformed thresholds document: {exc!r}") from exc
 
 
-def _entry(e: Mapping[str, Any]) -> ThresholdEntry:
+def _entry(e: JsonObject) -> ThresholdEntry:
     """One ``thresholds`` item of a stored document."""
     return ThresholdEntry(
         str(e["group"]), str(e["metric"]), float(e["threshold"]), int(e["windows"])

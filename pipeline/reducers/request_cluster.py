@@ -31,8 +31,9 @@ from array import array
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
+from pipeline.records.json import JsonObject
 from pipeline.reducers.canonical import Canonical
 from pipeline.reducers.edit_distance import (
     INF,
@@ -46,12 +47,39 @@ from pipeline.reducers.edit_distance import (
 __all__ = [
     "Assignment",
     "Cluster",
+    "ClusterSummary",
     "Clusterer",
     "cluster_all",
     "cluster_stream",
     "purity",
     "total_resources",
 ]
+
+
+class ClusterSummary(TypedDict):
+    """One cluster of a model, as :meth:`Clusterer.summary` gives it.
+
+    Attributes:
+        cluster: its number; size: requests in it; share: ``size`` over all clustered
+            requests (0..1).
+        representative: its representative's canonical text (:meth:`Canonical.text`).
+        critical_path_ms: the representative's critical path, ms.
+        resources: the representative's resources (``cpu_ns``... by name).
+        diameter, max_distance: the mean and largest distance of its members to the
+            representative.
+        separation: the distance to the nearest other representative (None for a lone
+            cluster).
+    """
+
+    cluster: int
+    size: int
+    share: float
+    representative: str
+    critical_path_ms: float
+    resources: dict[str, float]
+    diameter: float
+    max_distance: float
+    separation: float | None
 
 
 @dataclass
@@ -202,7 +230,7 @@ class Clusterer:
         ]
         return min(ds) if ds else None
 
-    def summary(self) -> list[dict[str, Any]]:
+    def summary(self) -> list[ClusterSummary]:
         """Per cluster, as plain values: ``cluster``, ``size``, ``share`` (of all clustered
         requests), ``representative`` (its canonical text), ``critical_path_ms`` and
         ``resources`` of the representative, ``diameter``, ``max_distance`` and
@@ -223,7 +251,7 @@ class Clusterer:
             for cl in self.clusters
         ]
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         """The whole model as plain values (JSON), to continue it later with
         :meth:`from_state`: parameters, and per cluster its representative, counters and the
         sample its medoid is chosen from."""
@@ -247,7 +275,7 @@ class Clusterer:
         }
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> Clusterer:
+    def from_state(cls, state: JsonObject) -> Clusterer:
         """The model :meth:`state` described.
 
         Raises:

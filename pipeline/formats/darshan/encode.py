@@ -19,6 +19,7 @@ from typing import Any
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
 from pipeline.records.darshan_rows import DarshanFileRow
+from pipeline.records.json import Source, SourceFields
 from pipeline.reducers.darshan.critical import CriticalFile
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.insights import Insight
@@ -31,13 +32,13 @@ FILE_DATASET = "darshan.file"
 DIAGNOSIS_DATASET = "iolens.io_diagnosis"
 
 
-def _base(ctx: DocContext, dataset: str, when_s: float, created_ms: float) -> dict[str, Any]:
+def _base(ctx: DocContext, dataset: str, when_s: float, created_ms: float) -> SourceFields:
     source = ctx.base("logs", dataset, when_s * 1000, created_ms)
     source["event"]["kind"] = "event"
     return source
 
 
-def _log_fields(a: JobAnalysis) -> dict[str, Any]:
+def _log_fields(a: JobAnalysis) -> SourceFields:
     log = a.log
     return {
         "id": a.log_id,
@@ -50,7 +51,7 @@ def _log_fields(a: JobAnalysis) -> dict[str, Any]:
     }
 
 
-def _clean(d: dict[str, Any]) -> dict[str, Any]:
+def _clean(d: SourceFields) -> SourceFields:
     return {k: v for k, v in d.items() if v is not None}
 
 
@@ -64,7 +65,7 @@ def job_document(
     ``user.id`` / ``user.name`` and ``log.file.path``.
     """
     start_s, end_s = a.job["start_s"], a.job["end_s"]
-    job: dict[str, Any] = {k: v for k, v in a.job.items() if k not in ("start_s", "end_s")}
+    job: SourceFields = {k: v for k, v in a.job.items() if k not in ("start_s", "end_s")}
     job["start"] = iso_ms(start_s * 1000)
     job["end"] = iso_ms(end_s * 1000)
     source = _base(ctx, JOB_DATASET, start_s, created_ms)
@@ -96,7 +97,7 @@ def file_documents(
         yield Document(index, ident, source, refs, head + encode_json(row) + b"}}")
 
 
-class FileSource(Mapping[str, Any]):
+class FileSource(Source):
     """The source of a ``logs-darshan.file`` document, built only when read.
 
     The bulk sink sends the document's encoded bytes, so the merged mapping (the ECS part
@@ -106,11 +107,11 @@ class FileSource(Mapping[str, Any]):
 
     __slots__ = ("_base", "_keys", "_merged", "_row")
 
-    def __init__(self, base: Mapping[str, Any], keys: Mapping[str, Any], row: DarshanFileRow):
+    def __init__(self, base: SourceFields, keys: SourceFields, row: DarshanFileRow):
         self._base, self._keys, self._row = base, keys, row
-        self._merged: dict[str, Any] | None = None
+        self._merged: SourceFields | None = None
 
-    def _dict(self) -> dict[str, Any]:
+    def _dict(self) -> SourceFields:
         if self._merged is None:
             self._merged = {**self._base, "darshan": {**self._keys, "file": self._row}}
         return self._merged
@@ -137,7 +138,7 @@ def diagnosis_document(
     return Document(stream_name("logs", DIAGNOSIS_DATASET, ctx.namespace), ident, source, refs)
 
 
-def _diagnosis_fields(d: Diagnosis) -> dict[str, Any]:
+def _diagnosis_fields(d: Diagnosis) -> SourceFields:
     """``iolens.io_diagnosis.*``: the job, its bandwidths and times, its first 20 critical
     files, its factors, slow OSTs, insights and causes."""
     a = d.analysis
@@ -169,7 +170,7 @@ def _diagnosis_fields(d: Diagnosis) -> dict[str, Any]:
 
 def _critical_file_fields(
     cf: CriticalFile, placement: Mapping[str, tuple[str, str]]
-) -> dict[str, Any]:
+) -> SourceFields:
     """One critical file: its share of the critical path, OSTs, mount point and LUN (where the
     mount table placed it) and its own factors."""
     mount, lun = placement.get(cf.name, (None, None))
@@ -189,11 +190,11 @@ def _critical_file_fields(
     )
 
 
-def _insight_fields(i: Insight) -> dict[str, Any]:
+def _insight_fields(i: Insight) -> SourceFields:
     return _clean({"code": i.code, "level": i.level, "message": i.message, "files": list(i.files)})
 
 
-def _cause_fields(c: Cause) -> dict[str, Any]:
+def _cause_fields(c: Cause) -> SourceFields:
     return _clean(
         {
             "kind": c.kind,

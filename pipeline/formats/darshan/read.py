@@ -14,7 +14,7 @@ long-lived worker processes (:class:`pipeline.formats.darshan.tail.DarshanPool`)
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -83,13 +83,38 @@ _CLOSED = "iolens_closed"
 """Key set in pydarshan's log dict once darshan-util has closed the handle itself."""
 
 
+class _JobRecord(TypedDict):
+    """The job record as pydarshan's ``log_get_job`` gives it: the job id, ``uid``,
+    ``nprocs``, start and end (``*_sec`` epoch seconds plus ``*_nsec`` nanoseconds), the run
+    time in seconds, the log format version and the ``key=value`` metadata of the log."""
+
+    jobid: int
+    uid: int
+    nprocs: int
+    start_time_sec: int
+    start_time_nsec: NotRequired[int]
+    end_time_sec: int
+    end_time_nsec: NotRequired[int]
+    run_time: float
+    log_ver: NotRequired[str]
+    metadata: NotRequired[dict[str, str] | None]
+
+
+class _ModuleInfo(TypedDict):
+    """A module of the log as pydarshan's ``log_get_modules`` gives it: its index in the
+    log's module table and whether Darshan ran out of memory for its records."""
+
+    idx: int
+    partial_flag: NotRequired[bool]
+
+
 def _read(backend: Any, log: Any, name: str) -> DarshanLog:
     """Everything :func:`read_darshan` reads; each darshan-util call that reports an error
     raises :class:`ParseError`. The name records come last: when darshan-util cannot read
     them it closes the handle (``darshan_log_get_name_records``), so nothing may use it after.
     """
     meta, exe = _job(backend, log, name)
-    modules: dict[str, Any] = backend.log_get_modules(log)
+    modules: dict[str, _ModuleInfo] = backend.log_get_modules(log)
     tables: dict[str, ModuleTable] = {}
     for mod in DATA_MODULES:
         if mod in modules:
@@ -120,7 +145,7 @@ def _read(backend: Any, log: Any, name: str) -> DarshanLog:
     )
 
 
-def _job(backend: Any, log: Any, name: str) -> tuple[dict[str, Any], str]:
+def _job(backend: Any, log: Any, name: str) -> tuple[_JobRecord, str]:
     """The job record (pydarshan's ``log_get_job`` dict) and the command line.
 
     Raises:
@@ -129,14 +154,14 @@ def _job(backend: Any, log: Any, name: str) -> tuple[dict[str, Any], str]:
     ffi, lib = backend.ffi, backend.libdutil
     if lib.darshan_log_get_job(log["handle"], ffi.new("struct darshan_job *")) < 0:
         raise ParseError(name, 0, "the Darshan log's job record is damaged")
-    meta: dict[str, Any] = backend.log_get_job(log)
+    meta: _JobRecord = backend.log_get_job(log)
     exe = ffi.new("char[]", 4096)
     if lib.darshan_log_get_exe(log["handle"], exe) < 0:
         raise ParseError(name, 0, "the Darshan log's command line is damaged")
     return meta, ffi.string(exe).decode("utf-8", "replace").strip()
 
 
-def _job_times(meta: dict[str, Any], name: str) -> tuple[float, float]:
+def _job_times(meta: _JobRecord, name: str) -> tuple[float, float]:
     """The job's start and end, epoch seconds.
 
     Raises:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import orjson
 
@@ -105,7 +104,7 @@ def perf_sched_events(lines: Iterable[bytes | str], path: str) -> Iterator[Event
             raise ParseError(path, n, f"{m['event']} without a usable field {err}") from None
 
 
-def _sched_attrs(event: str, cpu: int, trace: str) -> tuple[str, dict[str, Any]]:
+def _sched_attrs(event: str, cpu: int, trace: str) -> tuple[str, dict[str, int | str]]:
     """The event name and attributes of one sched sample's trace fields.
 
     Raises:

@@ -15,11 +15,11 @@ come from the host and the seed event, so a request read again is a 409.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
 
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
 from pipeline.records.events import Event
+from pipeline.records.json import SourceFields
 from pipeline.reducers.canonical import Canonical
 from pipeline.reducers.request_cluster import Assignment, Clusterer
 from pipeline.reducers.request_record import Request
@@ -86,7 +86,7 @@ def _request_fields(
     wall_offset_ns: int,
     rid: str | None = None,
     start: str | None = None,
-) -> dict[str, Any]:
+) -> SourceFields:
     """The ``iolens.request.*`` fields of a request and its canonical form (no clustering;
     ``rid`` and ``start``: its id and start date when already known)."""
     return {

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
+from pipeline.records.json import SourceFields
 from pipeline.sink.documents import DocContext, drop_none, stream_name
 
 HISTOGRAM_DATASET = "fio.histogram"
+
+ClatStats: TypeAlias = Mapping[str, float | int | dict[str, list[float] | list[int]] | None]
+"""A record's latency fields, ns: ``samples``, ``min``, ``mean``, ``max`` and ``pNN`` (None for
+an empty record) and, when the record is not empty, ``histogram``: ``{"values": bucket
+midpoints, "counts": counts of the non-empty bins}``."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class RecordFields:
     window_ms: tuple[int, int]
     interval_ms: tuple[int, int, int]
     bins: tuple[int, str, int]
-    clat_ns: Mapping[str, Any]
+    clat_ns: ClatStats
 
 
 def histogram_document(
@@ -72,7 +78,7 @@ def histogram_document(
     return Document(stream_name("metrics", HISTOGRAM_DATASET, ctx.namespace), ident, source, (ref,))
 
 
-def _histogram_fio(src: FioSource, rec: RecordFields, ref: LineRef) -> dict[str, Any]:
+def _histogram_fio(src: FioSource, rec: RecordFields, ref: LineRef) -> SourceFields:
     """The ``fio.*`` fields of a histogram document."""
     count, unit, coarseness = rec.bins
     return {

@@ -5,11 +5,10 @@ the OST and the interval start, so reading the same export again is a 409 (``cre
 
 from __future__ import annotations
 
-from typing import Any
-
 from pipeline.formats.lmt.reduce import OstInterval
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
+from pipeline.records.json import SourceFields
 from pipeline.sink.documents import DocContext, stream_name
 
 LMT_OST_DATASET = "lmt.ost"
@@ -39,9 +38,9 @@ def lmt_ost_document(
     return Document(stream_name("metrics", LMT_OST_DATASET, ctx.namespace), ident, source, refs)
 
 
-def _ost_fields(iv: OstInterval) -> dict[str, Any]:
+def _ost_fields(iv: OstInterval) -> SourceFields:
     """``lmt.ost.*`` of one interval (``pct_cpu`` only when exported)."""
-    ost: dict[str, Any] = {
+    ost: SourceFields = {
         "name": iv.ost_name,
         "fs": iv.fs,
         "index": iv.ost_index,

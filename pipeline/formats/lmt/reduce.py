@@ -33,6 +33,7 @@ from typing import Any
 
 from pipeline.formats.lmt.decode import LmtSample, split_ost_name
 from pipeline.parsers.limits import utc_text
+from pipeline.records.json import JsonObject
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,7 @@ class OstDeltaReducer:
             if interval is not None:
                 yield interval
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JsonObject:
         """The reducer's state as JSON-able data: the last sample of each OST.
 
         Shape: ``{"version": 1, "osts": {name: {"ts_s": float, "read_bytes": int,
@@ -195,7 +196,7 @@ class OstDeltaReducer:
 
     @classmethod
     def from_state(
-        cls, state: Mapping[str, Any], max_gap_s: float = DEFAULT_MAX_GAP_S
+        cls, state: Mapping[str, object], max_gap_s: float = DEFAULT_MAX_GAP_S
     ) -> OstDeltaReducer:
         """A reducer that continues where the one whose :meth:`state` this is stopped.
 

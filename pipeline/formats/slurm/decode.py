@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
-from typing import Any
+from typing import TypedDict
 
 from pipeline.formats.slurm.values import expand_hostlist, parse_count, parse_elapsed, parse_time
 from pipeline.parsers.errors import ParseError
@@ -241,7 +241,30 @@ def parse_row(
     )
 
 
-def _text_values(get: Callable[[str], str | None]) -> dict[str, Any]:
+class _TextValues(TypedDict):
+    """The :class:`SlurmJob` fields kept as text (None when missing or empty)."""
+
+    user: str | None
+    name: str | None
+    partition: str | None
+    account: str | None
+    state: str | None
+    exit_code: str | None
+
+
+class _TypedValues(TypedDict):
+    """The :class:`SlurmJob` fields parsed from text: seconds, counts and host names."""
+
+    start_s: float | None
+    end_s: float | None
+    elapsed_s: float | None
+    nodes: tuple[str, ...]
+    node_count: int | None
+    tasks: int | None
+    cpus: int | None
+
+
+def _text_values(get: Callable[[str], str | None]) -> _TextValues:
     """The :class:`SlurmJob` fields kept as text (None when missing or empty); ``state`` is the
     first word of ``State``."""
     state = get("state")
@@ -285,7 +308,7 @@ def _getter(fields: list[str], header: SacctHeader) -> Callable[[str], str | Non
     return get
 
 
-def _typed_values(get: Callable[[str], str | None], tz: tzinfo) -> dict[str, Any]:
+def _typed_values(get: Callable[[str], str | None], tz: tzinfo) -> _TypedValues:
     """The :class:`SlurmJob` fields read by :mod:`~pipeline.formats.slurm.values`: times,
     elapsed, counts and nodes (``get``: a column's stripped value, None when absent).
 

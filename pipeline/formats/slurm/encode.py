@@ -6,11 +6,10 @@ the same export again is a 409 (``create``), never a second copy.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pipeline.formats.slurm.decode import SlurmJob
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
+from pipeline.records.json import SourceFields
 from pipeline.sink.documents import DocContext, iso_ms, stream_name
 
 SLURM_JOB_DATASET = "slurm.job"
@@ -55,9 +54,9 @@ def slurm_job_document(
     return Document(stream_name("logs", SLURM_JOB_DATASET, ctx.namespace), ident, source, refs)
 
 
-def _slurm_fields(job: SlurmJob) -> dict[str, Any]:
+def _slurm_fields(job: SlurmJob) -> SourceFields:
     """``slurm.job.*`` of one row, the values sacct left empty omitted."""
-    fields: dict[str, Any] = {
+    fields: dict[str, str | float | int | list[str] | None] = {
         "id": job.id,
         "job_id": job.job_id,
         "display_id": job.display_id,

@@ -3,10 +3,9 @@ and sysstat's own ``sar -d`` names."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pipeline.ids import doc_id
 from pipeline.records.core import DiskSample, Document, LineRef
+from pipeline.records.json import SourceFields
 from pipeline.sink.documents import DocContext, stream_name
 
 DISKIO_DATASET = "sysstat.diskio"
@@ -31,7 +30,7 @@ def diskio_document(
     return Document(stream_name("metrics", DISKIO_DATASET, ctx.namespace), ident, source, refs)
 
 
-def _metricbeat_diskio(s: DiskSample) -> dict[str, Any]:
+def _metricbeat_diskio(s: DiskSample) -> SourceFields:
     """Metricbeat's ``system.diskio`` fields of ``s`` (bytes, ms and %)."""
     return {
         "name": s.device,
@@ -47,7 +46,7 @@ def _metricbeat_diskio(s: DiskSample) -> dict[str, Any]:
     }
 
 
-def _sysstat_disk(s: DiskSample) -> dict[str, Any]:
+def _sysstat_disk(s: DiskSample) -> SourceFields:
     """sysstat's own ``sar -d`` fields of ``s`` (kB, as ``sar -d`` prints them)."""
     return {
         "tps": s.tps,

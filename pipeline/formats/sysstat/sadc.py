@@ -19,7 +19,6 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from pipeline.errors import ConfigError
 from pipeline.formats.sysstat.decode import sadf_command
@@ -143,9 +142,8 @@ def _run_sadf(run: RunFn, argv: list[str], name: str, timeout_s: float) -> bytes
     """sadf's output (``argv[0]`` is sadf) for the file ``name``; raises as
     :func:`convert_sadc`."""
     env = {**os.environ, "LC_ALL": "C", "TZ": "UTC"}
-    kwargs: dict[str, Any] = {"capture_output": True, "timeout": timeout_s, "env": env}
     try:
-        done = run(argv, check=False, **kwargs)
+        done = run(argv, check=False, capture_output=True, timeout=timeout_s, env=env)
     except FileNotFoundError:
         raise ConfigError(
             f"{argv[0]!r} not found: install sysstat (apt-get install sysstat) to convert {name}"

@@ -87,7 +87,7 @@ def file_rows(log: DarshanLog, files: FileTable) -> list[DarshanFileRow]:
     npos = files.module.count("POSIX")  # POSIX files come first, then STDIO ones
     rows = _zip_rows(npos, base_cols, value_cols, posix_cols)
     add_layouts(log, rows, ids, nprocs)
-    return cast(list[DarshanFileRow], rows)  # the keys of DarshanFileRow, checked by the tests
+    return rows
 
 
 def _zip_rows(
@@ -95,10 +95,10 @@ def _zip_rows(
     base_cols: list[list[Any]],
     value_cols: list[list[Any]],
     posix_cols: list[list[Any]],
-) -> list[dict[str, Any]]:
+) -> list[DarshanFileRow]:
     """The rows of the first ``npos`` (POSIX) files with :data:`_POSIX_KEYS`, then the rest
     (STDIO) with :data:`_STDIO_KEYS`."""
-    rows: list[dict[str, Any]] = [
+    rows: list[dict[str, str | int | float]] = [
         dict(zip(_POSIX_KEYS, values, strict=False))
         for values in zip(*(c[:npos] for c in (*base_cols, *value_cols, *posix_cols)), strict=True)
     ]
@@ -107,7 +107,7 @@ def _zip_rows(
         for values in zip(*(c[npos:] for c in (*base_cols, *value_cols)), strict=True)
     ]
     # (the keys and each row's values are built to the same length: no strict check per row)
-    return rows
+    return cast(list[DarshanFileRow], rows)  # the keys of DarshanFileRow, checked by the tests
 
 
 def _base_columns(
@@ -135,7 +135,7 @@ def _value_columns(c: dict[str, F64]) -> tuple[list[list[Any]], list[list[Any]]]
 
 
 def add_layouts(
-    log: DarshanLog, rows: list[dict[str, Any]], ids: list[int], nprocs: list[int]
+    log: DarshanLog, rows: list[DarshanFileRow], ids: list[int], nprocs: list[int]
 ) -> None:
     """Add each row's Lustre layout, in place: ``osts`` (empty off Lustre), and on Lustre
     ``stripe_size``, ``stripe_count`` and, with a stripe count, ``proc_per_ost`` (processes

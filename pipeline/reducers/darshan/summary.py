@@ -31,12 +31,17 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, cast
 
 import numpy as np
 
 from pipeline.records.darshan_log import INTERFACE_MODULES, DarshanLog
-from pipeline.records.darshan_rows import DarshanJobRow
+from pipeline.records.darshan_rows import (
+    DarshanJobRow,
+    JobIdentity,
+    JobInterfaces,
+    JobTiming,
+    JobVolume,
+)
 from pipeline.reducers.darshan.files import FileTable, GroupedFiles, bytes_moved
 from pipeline.reducers.darshan.times import darshan_time_by_slowest, direction_unions
 from pipeline.reducers.sweep import CoveringSet
@@ -151,7 +156,7 @@ def darshan_bytes_per_s(log: DarshanLog) -> float | None:
     return ratio(posix_bytes, darshan_time_by_slowest(log))
 
 
-def identity_fields(log: DarshanLog) -> dict[str, Any]:
+def identity_fields(log: DarshanLog) -> JobIdentity:
     """``id, uid, user, exe, command_line, nprocs, start_s, end_s, run_time_s``.
 
     The user is not in a Darshan log: it comes from the log name ``<user>_<exe>_id<jobid>_...``
@@ -172,7 +177,7 @@ def identity_fields(log: DarshanLog) -> dict[str, Any]:
     }
 
 
-def volume_fields(log: DarshanLog, files: FileTable, totals: dict[str, float]) -> dict[str, Any]:
+def volume_fields(log: DarshanLog, files: FileTable, totals: dict[str, float]) -> JobVolume:
     """``bytes_read, bytes_written, reads, writes``, the request ratios over POSIX requests
     (Equation 3), ``sharing_ratio`` (processes / files, Equation 5) and ``pattern``."""
     n = len(files.ids)
@@ -193,7 +198,7 @@ def volume_fields(log: DarshanLog, files: FileTable, totals: dict[str, float]) -
     }
 
 
-def interface_fields(log: DarshanLog, totals: dict[str, float], total: float) -> dict[str, Any]:
+def interface_fields(log: DarshanLog, totals: dict[str, float], total: float) -> JobInterfaces:
     """``interfaces, interface, collective, collective_ratio`` (seed 004 III-E)."""
     coll_ops = totals["coll_reads"] + totals["coll_writes"]
     mpi_ops = coll_ops + totals["indep_reads"] + totals["indep_writes"]
@@ -205,7 +210,7 @@ def interface_fields(log: DarshanLog, totals: dict[str, float], total: float) ->
     }
 
 
-def timing_fields(log: DarshanLog, grouped: GroupedFiles, cover: CoveringSet) -> dict[str, Any]:
+def timing_fields(log: DarshanLog, grouped: GroupedFiles, cover: CoveringSet) -> JobTiming:
     """``io_time_s`` (the critical path), ``read_time_s``, ``write_time_s`` (the unions of the
     records' read and write intervals) and the bandwidths (bytes/s) of the module docstring."""
     bytes_read, bytes_written = bytes_moved(grouped.files)
@@ -237,7 +242,7 @@ def job_row(
     totals = posix_totals(files)
     bytes_read, bytes_written = bytes_moved(files)
     total = bytes_read + bytes_written
-    row = {
+    row: DarshanJobRow = {
         **identity_fields(log),
         **volume_fields(log, files, totals),
         **interface_fields(log, totals, total),
@@ -249,4 +254,4 @@ def job_row(
         "partial": bool(log.partial),
         "max_meta_rank_s": grouped.max_meta_rank_s,
     }
-    return cast(DarshanJobRow, row)  # the keys of DarshanJobRow, checked by the tests
+    return row
