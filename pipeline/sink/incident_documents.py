@@ -127,7 +127,7 @@ def write_incidents(
     written = 0
     for ident, source in docs:
         if stamp is not None:
-            _check_generation(ident, existing.get(ident), stamp)
+            _check_generation(ident, existing.get(ident), int(stamp["generation"]))
             source["iolens"]["lease"] = dict(stamp)
         try:
             with request_errors(f"write of incident {ident}"):
@@ -137,10 +137,10 @@ def write_incidents(
     return written
 
 
-def _check_generation(ident: str, hit: Response | None, stamp: Mapping[str, Any]) -> None:
-    """Raise LeaseLost when the stored incident ``hit`` has a later generation than ``stamp``."""
+def _check_generation(ident: str, hit: Response | None, generation: int) -> None:
+    """Raise LeaseLost when the stored incident ``hit`` has a later generation than ours."""
     stored = generation_of(hit["_source"]) if hit else 0
-    if stored > int(stamp["generation"]):
+    if stored > generation:
         raise LeaseLost(f"incident {ident} was written by generation {stored}")
 
 
