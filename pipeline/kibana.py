@@ -29,6 +29,7 @@ from typing import Any
 
 from pipeline.assets import asset
 from pipeline.errors import ConfigError
+from pipeline.records.json import JsonObject
 
 DEFAULT_DIR = asset("kibana")
 """The ``kibana/`` directory shipped in the package (:mod:`pipeline.assets`)."""
@@ -69,10 +70,12 @@ ENCODED: Mapping[str, tuple[tuple[str, ...], ...]] = {
 EXPORT_ONLY: tuple[str, ...] = ("created_at", "updated_at", "version", "created_by", "updated_by")
 """Top-level keys an export adds that the import does not need."""
 
-SavedObject = dict[str, Any]
+SavedObject = JsonObject
+"""One Kibana saved object (``type``, ``id``, ``attributes``, ``references``...), read or written
+whole: a git file, an NDJSON line."""
 
 
-def dumps_pretty(obj: Mapping[str, Any]) -> str:
+def dumps_pretty(obj: SavedObject) -> str:
     """The git form of one object: 2-space indent, sorted keys, trailing newline."""
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -81,7 +84,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _convert(obj: Mapping[str, Any], *, encode: bool) -> SavedObject:
+def _convert(obj: SavedObject, *, encode: bool) -> SavedObject:
     """A copy of ``obj`` with its string-encoded attributes encoded (or decoded)."""
     out: SavedObject = json.loads(json.dumps(obj))
     for path in ENCODED.get(str(obj.get("type")), ()):
@@ -98,12 +101,12 @@ def _convert(obj: Mapping[str, Any], *, encode: bool) -> SavedObject:
     return out
 
 
-def encode(obj: Mapping[str, Any]) -> SavedObject:
+def encode(obj: SavedObject) -> SavedObject:
     """The import form of a git object: its JSON-string attributes as strings (a copy)."""
     return _convert(obj, encode=True)
 
 
-def decode(obj: Mapping[str, Any]) -> SavedObject:
+def decode(obj: SavedObject) -> SavedObject:
     """The git form of an imported or exported object: JSON-string attributes parsed (a copy).
 
     Raises:
@@ -112,7 +115,7 @@ def decode(obj: Mapping[str, Any]) -> SavedObject:
     return _convert(obj, encode=False)
 
 
-def check(obj: Mapping[str, Any], where: str) -> None:
+def check(obj: SavedObject, where: str) -> None:
     """Refuse an object the 8.x import would not take as we mean it.
 
     Raises:
@@ -131,7 +134,7 @@ def check(obj: Mapping[str, Any], where: str) -> None:
         raise ConfigError(f"{where}: references must be a list of {{type, id, name}} objects")
 
 
-def _order(obj: Mapping[str, Any]) -> tuple[int, str]:
+def _order(obj: SavedObject) -> tuple[int, str]:
     return TYPES.index(obj["type"]), str(obj["id"])
 
 
@@ -159,7 +162,7 @@ def load(root: Path = DEFAULT_DIR) -> list[SavedObject]:
     return objects
 
 
-def to_ndjson(objects: Iterable[Mapping[str, Any]]) -> str:
+def to_ndjson(objects: Iterable[SavedObject]) -> str:
     """The import file: one encoded object per line, in type-then-id order, newline-terminated.
 
     Raises:
@@ -201,7 +204,7 @@ def from_ndjson(text: str) -> list[SavedObject]:
     return objects
 
 
-def write_layout(objects: Sequence[Mapping[str, Any]], root: Path) -> list[Path]:
+def write_layout(objects: Sequence[SavedObject], root: Path) -> list[Path]:
     """Write each (decoded) object to ``root/<type>/<id>.json``; returns the paths written."""
     written = []
     for obj in objects:

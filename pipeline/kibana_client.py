@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from pipeline.records.json import JsonObject, Response
+
 
 class KibanaError(RuntimeError):
     """Kibana answered with an error (or not at all); the message names the request."""
@@ -30,7 +32,7 @@ def _multipart(ndjson: bytes, boundary: str) -> bytes:
     return head.encode() + ndjson + f"\r\n--{boundary}--\r\n".encode()
 
 
-def _import_errors(body: Mapping[str, Any]) -> str:
+def _import_errors(body: Response) -> str:
     """``type/id: error type`` of each object an import response says failed."""
     return "; ".join(
         f"{e.get('type')}/{e.get('id')}: {e.get('error', {}).get('type')}"
@@ -79,7 +81,7 @@ class Kibana:
         self,
         method: str,
         path: str,
-        body: Mapping[str, Any] | None = None,
+        body: JsonObject | None = None,
         *,
         data: bytes | None = None,
         content_type: str = "application/json",
@@ -105,7 +107,7 @@ class Kibana:
         except (urllib.error.URLError, TimeoutError, OSError) as err:
             raise KibanaError(f"{method} {path}: no answer from {self.url} ({err})") from None
 
-    def import_objects(self, ndjson: bytes) -> Mapping[str, Any]:
+    def import_objects(self, ndjson: bytes) -> Response:
         """``POST /api/saved_objects/_import?overwrite=true`` of ``ndjson``; the response.
 
         Raises:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
 
+from pipeline.records.json import JsonObject, SourceFields
 from pipeline.settings import AlertSettings, Settings
 
 ID_NAMESPACE = uuid.UUID("6f0b6a52-6f2e-4c55-9a8e-2a61b0d6c1a4")
@@ -36,12 +36,12 @@ def object_id(what: str, namespace: str) -> str:
     return str(uuid.uuid5(ID_NAMESPACE, f"{what}/{namespace}"))
 
 
-def connector(settings: Settings) -> tuple[str, dict[str, Any]]:
+def connector(settings: Settings) -> tuple[str, JsonObject]:
     """The connector the rules act through: ``(id, create body)``."""
     alerts, ns = settings.alerts, settings.elasticsearch.namespace
     cid = object_id(f"connector/{alerts.action}", ns)
     if alerts.action == "index":
-        config: dict[str, Any] = {
+        config: JsonObject = {
             "index": f"logs-{ALERT_DATASET}-{ns}",
             "executionTimeField": "@timestamp",
             "refresh": False,
@@ -58,7 +58,7 @@ def connector(settings: Settings) -> tuple[str, dict[str, Any]]:
     return cid, {"name": "iolens alerts log", "connector_type_id": ".server-log", "config": {}}
 
 
-def alert_document(namespace: str, message: str) -> dict[str, Any]:
+def alert_document(namespace: str, message: str) -> SourceFields:
     """The document the ``index`` connector writes per firing (Kibana mustache in the values).
 
     Kibana's index connector adds ``@timestamp`` (``executionTimeField``) and writes with
@@ -81,7 +81,7 @@ def alert_document(namespace: str, message: str) -> dict[str, Any]:
     }
 
 
-def _action_params(alerts: AlertSettings, namespace: str, message: str) -> dict[str, Any]:
+def _action_params(alerts: AlertSettings, namespace: str, message: str) -> JsonObject:
     """What the connector of ``alerts.action`` is given per firing."""
     if alerts.action == "index":
         return {"documents": [alert_document(namespace, message)]}
@@ -92,7 +92,7 @@ def _action_params(alerts: AlertSettings, namespace: str, message: str) -> dict[
 
 def action(
     settings: Settings, connector_id: str, group: str, message: str | None = None
-) -> dict[str, Any]:
+) -> JsonObject:
     """A rule's action: ``message`` (default :data:`DEFAULT_MESSAGE`) to the connector when an
     alert of the rule enters the action ``group`` (``"threshold met"``, ``"query matched"``):
     once per alert (per group of a grouped rule) while it stays active."""

@@ -7,11 +7,10 @@ present, it is updated with ``PUT`` and only the keys an update may change (Kiba
 
 from __future__ import annotations
 
-from typing import Any
-
 from pipeline.alerting.connector import connector
 from pipeline.alerting.rules import Rule, rules
 from pipeline.kibana_client import Kibana
+from pipeline.records.json import JsonObject
 from pipeline.settings import Settings
 
 WATCHER_LICENCES = {"gold", "platinum", "enterprise", "trial"}
@@ -20,7 +19,7 @@ WEBHOOK_LICENCES = WATCHER_LICENCES
 """Licences under which Kibana's webhook connector works."""
 
 
-def install_connector(kibana: Kibana, cid: str, body: dict[str, Any]) -> str:
+def install_connector(kibana: Kibana, cid: str, body: JsonObject) -> str:
     """Create or update connector ``cid``; what was done, as a message.
 
     Raises:

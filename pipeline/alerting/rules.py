@@ -30,11 +30,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from pipeline.alerting.connector import action, connector, object_id
 from pipeline.errors import ConfigError
 from pipeline.kibana import DEFAULT_DIR
+from pipeline.records.json import JsonObject
 from pipeline.settings import Settings, SlaSettings
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,10 @@ _PLACEHOLDER = re.compile(r"\$\{([\w.]+)(?::([^}]*))?\}")
 UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 """Seconds per unit of a Kibana interval or time window."""
 
+Values: TypeAlias = dict[str, str | float]
+"""The values a rule file may name as ``${name}``: name (``alerts.max_lag_s``, ``sla.key``...)
+-> a string or a number (int or float, units as the name says)."""
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -57,9 +62,9 @@ class Rule:
     /api/alerting/rule/<id>``)."""
 
     id: str
-    body: dict[str, Any]
+    body: JsonObject
 
-    def update_body(self) -> dict[str, Any]:
+    def update_body(self) -> JsonObject:
         """The body of ``PUT /api/alerting/rule/<id>``: what an update may change."""
         keep = ("name", "tags", "schedule", "params", "actions", "notify_when", "throttle")
         return {k: v for k, v in self.body.items() if k in keep}
@@ -74,7 +79,7 @@ class RuleFile:
     group: str
     message: str | None
     for_each: str | None
-    rule: dict[str, Any]
+    rule: JsonObject
 
 
 def window(interval: str) -> tuple[int, str]:
@@ -106,7 +111,7 @@ def lag_window_s(settings: Settings) -> int:
     return math.ceil(settings.alerts.max_lag_s + size * UNIT_S[unit])
 
 
-def placeholders(settings: Settings) -> dict[str, Any]:
+def placeholders(settings: Settings) -> Values:
     """The values a rule file may name as ``${name}``.
 
     ``alerts.lag_window_s`` is :func:`lag_window_s`; ``alerts.window_s`` is ``alerts.window_m``
@@ -132,7 +137,7 @@ def placeholders(settings: Settings) -> dict[str, Any]:
     }
 
 
-def sla_placeholders(sla: SlaSettings) -> dict[str, Any]:
+def sla_placeholders(sla: SlaSettings) -> Values:
     """The ``sla.*`` values of one service level (a file with ``for_each: alerts.sla``):
     ``sla.key`` is the stored percentile field (``p95``, ``p99_9``), ``sla.under_ns`` the limit
     in nanoseconds (``fio.clat_ns``)."""
@@ -144,7 +149,7 @@ def sla_placeholders(sla: SlaSettings) -> dict[str, Any]:
     }
 
 
-def fill(template: Any, values: Mapping[str, Any], where: str) -> Any:
+def fill(template: Any, values: Mapping[str, str | float], where: str) -> Any:
     """A copy of ``template`` (parsed JSON) with each ``${name}`` replaced from ``values``.
 
     Raises:
@@ -157,7 +162,7 @@ def fill(template: Any, values: Mapping[str, Any], where: str) -> Any:
     if not isinstance(template, str):
         return template
 
-    def value(name: str) -> Any:
+    def value(name: str) -> str | float:
         if name not in values:
             known = ", ".join(sorted(values))
             raise ConfigError(f"{where}: no value for ${{{name}}}; one of {known}")
@@ -209,7 +214,7 @@ def load(root: Path = RULES_DIR) -> list[RuleFile]:
     return files
 
 
-def render(file: RuleFile, values: Mapping[str, Any], settings: Settings, cid: str) -> Rule:
+def render(file: RuleFile, values: Mapping[str, str | float], settings: Settings, cid: str) -> Rule:
     """One rule of ``file`` for ``values``, acting through connector ``cid``."""
     body = fill(file.rule, values, str(file.path))
     params = body["params"]
@@ -243,7 +248,7 @@ def rules(settings: Settings, root: Path = RULES_DIR) -> list[Rule]:
     return out
 
 
-def window_seconds(params: Mapping[str, Any]) -> int:
+def window_seconds(params: JsonObject) -> int:
     """A rule's time window (``timeWindowSize`` x ``timeWindowUnit``) in seconds."""
     return int(params["timeWindowSize"]) * UNIT_S[params["timeWindowUnit"]]
 

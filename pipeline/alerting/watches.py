@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from pipeline.kibana import DEFAULT_DIR
+from pipeline.records.json import JsonObject
 from pipeline.settings import Settings
 
 WATCHES_DIR = DEFAULT_DIR / "watches"
 """The packaged ``kibana/watches/`` (found as :data:`pipeline.kibana.DEFAULT_DIR` is)."""
 
 
-def watches(settings: Settings, root: Path = WATCHES_DIR) -> Iterator[tuple[str, dict[str, Any]]]:
+def watches(settings: Settings, root: Path = WATCHES_DIR) -> Iterator[tuple[str, JsonObject]]:
     """The Watcher definitions of ``root`` for the namespace: ``(id, body)``.
 
     ``{namespace}`` in a watch's text is replaced by the data streams' namespace.

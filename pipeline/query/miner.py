@@ -20,6 +20,7 @@ from pipeline.query.quantity import ColumnError, normalize
 from pipeline.query.reader import data_fields, iter_pages, sortable
 from pipeline.query.tables import Table, flatten, frame, table
 from pipeline.query.tuples import Tuples
+from pipeline.records.json import Query, Response
 from pipeline.settings import Settings
 from pipeline.sink.client import Client, make_client
 from pipeline.sink.search import FieldCaps, field_caps
@@ -57,14 +58,14 @@ class Selection(TypedDict, total=False):
 
     columns: Sequence[str] | None
     job_ids: Sequence[str | int] | None
-    query: Mapping[str, Any] | None
+    query: Query | None
 
 
 @dataclass(frozen=True)
 class _Plan:
     table: Table
     index: str
-    query: dict[str, Any]
+    query: Query
     source: list[str] | None
     columns: list[str] | None
     dates: frozenset[str]
@@ -216,7 +217,7 @@ class IOMiner:
             rows = [flatten(hit.get("_source", {}), plan.table) for hit in page]
             yield frame(rows, plan.table, columns=plan.columns, dates=plan.dates)
 
-    def _pages(self, plan: _Plan) -> Iterator[list[Mapping[str, Any]]]:
+    def _pages(self, plan: _Plan) -> Iterator[list[Response]]:
         return iter_pages(
             self.client,
             plan.index,
@@ -235,7 +236,7 @@ class IOMiner:
         *,
         columns: Sequence[str] | None = None,
         job_ids: Sequence[str | int] | None = None,
-        query: Mapping[str, Any] | None = None,
+        query: Query | None = None,
     ) -> _Plan:
         """What to ask for one load: the index, the query, the ``_source`` paths, the columns
         and which of them are dates (from the data stream's field capabilities)."""
@@ -249,7 +250,7 @@ class IOMiner:
         dates = _date_columns(tbl, fields)
         wanted = None if columns is None else _wanted(tbl, paths, columns)
         source = None if wanted is None else list(dict.fromkeys(paths[c] for c in wanted))
-        filters: list[dict[str, Any]] = []
+        filters: list[Query] = []
         if self._range is not None:
             filters.append(_period_filter(*self._range))
         if job_ids is not None and tbl.job_id_field is not None:
@@ -299,7 +300,7 @@ def _wanted(tbl: Table, paths: Mapping[str, str], columns: Sequence[str]) -> lis
     return wanted
 
 
-def _period_filter(lo: pd.Timestamp, hi: pd.Timestamp) -> dict[str, Any]:
+def _period_filter(lo: pd.Timestamp, hi: pd.Timestamp) -> Query:
     """The ``range`` clause of ``lo <= @timestamp < hi``."""
     return {
         "range": {

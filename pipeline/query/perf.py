@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -111,7 +112,41 @@ def _counters(rows: pd.DataFrame) -> dict[str, float | None]:
     return c
 
 
-def _job_row(job_id: Any, part: pd.DataFrame, direction: Direction) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class JobPerf:
+    """One job's result in a direction: a row of :func:`perf_factors`.
+
+    Attributes:
+        job_id: the job id, as the ``job_id`` column held it.
+        bandwidth_bytes_per_s: the job's bytes in the direction / ``io_time_s``, bytes/s.
+        io_time_s: critical-path length (union of the files' busy intervals), s; > 0.
+        factors: weighted factor by name (the :data:`_WEIGHTED` names: ``small``,
+            ``small_1k``, ``non_consec``, ``coll``, ``proc_per_ost``); NaN when no critical
+            file defines it.
+        ost_count: distinct OSTs over all the job's files.
+        critical_files: ``(file name, exclusive time s)`` of the critical files.
+    """
+
+    job_id: Hashable
+    bandwidth_bytes_per_s: float
+    io_time_s: float
+    factors: dict[str, float]
+    ost_count: int
+    critical_files: list[tuple[str, float]]
+
+    def row(self) -> dict[str, object]:
+        """The result row: :data:`RESULT_COLUMNS` -> value."""
+        return {
+            "job_id": self.job_id,
+            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "io_time_s": self.io_time_s,
+            **self.factors,
+            "ost_count": self.ost_count,
+            "critical_files": self.critical_files,
+        }
+
+
+def _job_row(job_id: Hashable, part: pd.DataFrame, direction: Direction) -> JobPerf | None:
     start, end = _INTERVALS[direction]
     labels = [str(n) for n in part["name"].tolist()]
     cs = covering_set(
@@ -128,17 +163,18 @@ def _job_row(job_id: Any, part: pd.DataFrame, direction: Direction) -> dict[str,
         ff = file_factors(_counters(part[label_of_row == label]), direction)
         for f in _WEIGHTED:
             values[f][label] = cast(float | None, getattr(ff, f))
-    row: dict[str, Any] = {
-        "job_id": job_id,
-        "bandwidth_bytes_per_s": nbytes / cs.union,
-        "io_time_s": cs.union,
-    }
+    factors: dict[str, float] = {}
     for f in _WEIGHTED:
         w = weighted_factor(values[f], cs.exclusive)
-        row[f] = math.nan if w is None else w
-    row["ost_count"] = len(_osts(part["osts"].tolist()))
-    row["critical_files"] = [(str(k), float(t)) for k, t in cs.exclusive.items()]
-    return row
+        factors[f] = math.nan if w is None else w
+    return JobPerf(
+        job_id=job_id,
+        bandwidth_bytes_per_s=nbytes / cs.union,
+        io_time_s=cs.union,
+        factors=factors,
+        ost_count=len(_osts(part["osts"].tolist())),
+        critical_files=[(str(k), float(t)) for k, t in cs.exclusive.items()],
+    )
 
 
 def perf_factors(df: pd.DataFrame, low: float, high: float, direction: str) -> pd.DataFrame:
@@ -166,13 +202,13 @@ def perf_factors(df: pd.DataFrame, low: float, high: float, direction: str) -> p
     """
     _check_arguments(df, low, high, direction)
     files, mixed_logs = _file_rows(df, direction)
-    rows = []
+    rows: list[dict[str, object]] = []
     for job_id, part in files.groupby("job_id", sort=True):
         if mixed_logs:
             _warn_mixed_logs(job_id, part)
-        row = _job_row(job_id, part, cast(Direction, direction))
-        if row is not None and low <= row["bandwidth_bytes_per_s"] < high:
-            rows.append(row)
+        perf = _job_row(job_id, part, cast(Direction, direction))
+        if perf is not None and low <= perf.bandwidth_bytes_per_s < high:
+            rows.append(perf.row())
     out = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     for f in (*_WEIGHTED, "bandwidth_bytes_per_s", "io_time_s"):
         out[f] = out[f].astype(np.float64)

@@ -17,16 +17,17 @@ this module chooses the reading method and the fallback's order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
+from pipeline.records.json import Query, Response
 from pipeline.sink.client import Client
 from pipeline.sink.pit import NoPointInTime, open_pit, pit_pages
 from pipeline.sink.search import FieldCaps, field_caps, iter_hits
 
 log = logging.getLogger(__name__)
 
-Hit = Mapping[str, Any]
+Hit = Response
+"""One search hit (``_id``, ``_source``, ``sort``...)."""
 
 
 def data_fields(caps: FieldCaps) -> dict[str, set[str]]:
@@ -67,7 +68,7 @@ def _batched(hits: Iterator[Hit], size: int) -> Iterator[list[Hit]]:
 def iter_pages(
     client: Client,
     index: str,
-    query: Mapping[str, Any],
+    query: Query,
     *,
     keys: Sequence[str] = (),
     caps: FieldCaps | None = None,
@@ -122,10 +123,10 @@ def iter_pages(
     yield from _batched(hits, page_size)
 
 
-def _fallback_sort(caps: FieldCaps, keys: Sequence[str]) -> list[dict[str, Any]]:
+def _fallback_sort(caps: FieldCaps, keys: Sequence[str]) -> list[Query]:
     """The plain ``search_after`` order: ``@timestamp``, then the sortable ``keys``, then
     ``_doc``."""
-    sort: list[dict[str, Any]] = [{"@timestamp": {"order": "asc"}}]
+    sort: list[Query] = [{"@timestamp": {"order": "asc"}}]
     for key in keys:
         field = sortable(caps, key)
         if field is not None:

@@ -37,16 +37,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import pandas as pd  # type: ignore[import-untyped]
 
 from pipeline.query.quantity import normalize
+from pipeline.records.json import Source
 
 DROPPED: frozenset[str] = frozenset({"data_stream", "event", "ecs", "agent"})
 """Top-level ECS objects that are bookkeeping, not data."""
 
 TIMESTAMP = "@timestamp"
+
+Row: TypeAlias = dict[str, object]
+"""One row (tuple) of a table: column name -> value (a JSON scalar as the document held it, an
+array kept whole, or what pandas holds in a frame's cell: a ``Timestamp``, NaN, None)."""
 
 
 @dataclass(frozen=True)
@@ -218,14 +223,14 @@ def table(name: str) -> Table:
     return t
 
 
-def flatten(source: Mapping[str, Any], tbl: Table) -> dict[str, Any]:
+def flatten(source: Source, tbl: Table) -> Row:
     """One row from a document's ``_source``: nested objects walked, arrays kept whole.
 
     Dotted keys (``{"darshan.job.id": ...}``) and nested objects give the same columns.
     """
-    row: dict[str, Any] = {}
+    row: Row = {}
 
-    def walk(obj: Mapping[str, Any], path: str) -> None:
+    def walk(obj: Source, path: str) -> None:
         for key, value in obj.items():
             p = f"{path}.{key}" if path else str(key)
             if isinstance(value, Mapping):
@@ -266,7 +271,7 @@ def to_utc(values: pd.Series) -> pd.Series:
 
 
 def frame(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, object]],
     tbl: Table,
     *,
     columns: Sequence[str] | None = None,
@@ -293,7 +298,7 @@ def frame(
     return df
 
 
-def _column_order(rows: Sequence[Mapping[str, Any]], tbl: Table) -> list[str]:
+def _column_order(rows: Sequence[Mapping[str, object]], tbl: Table) -> list[str]:
     """The table's contract columns, then the rows' others in order of first appearance."""
     seen = dict.fromkeys(tbl.columns)
     for row in rows:

@@ -21,7 +21,7 @@ import pandas as pd  # type: ignore[import-untyped]
 from pipeline.query.expr import compile_filter
 from pipeline.query.perf import perf_factors
 from pipeline.query.quantity import normalize, parse_quantity, resolve
-from pipeline.query.tables import TABLES
+from pipeline.query.tables import TABLES, Row
 
 JOIN_HOWS = ("inner", "left", "right", "outer")
 
@@ -92,7 +92,7 @@ class Tuples:
     def __len__(self) -> int:
         return len(self._df)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Row]:
         for row in self._df.to_dict(orient="records"):
             yield {str(k): v for k, v in row.items()}
 
@@ -122,7 +122,7 @@ class Tuples:
         cols = list(dict.fromkeys(self._col(n, "project") for n in names))
         return self._new(self._df[cols])
 
-    def filter(self, condition: str | Callable[[dict[str, Any]], Any]) -> Tuples:
+    def filter(self, condition: str | Callable[[Row], Any]) -> Tuples:
         """The rows that satisfy ``condition`` (SQL ``WHERE``; Algorithm 1 lines 14, 23).
 
         Args:
@@ -318,7 +318,7 @@ def _as_text(s: pd.Series) -> pd.Series:
 
 def _group_row(
     keys: list[str], key: Any, part: pd.DataFrame, udf: Callable[[pd.DataFrame], Any], name: str
-) -> dict[str, Any]:
+) -> Row:
     """The row of one group: its key values, then what ``udf`` made of its rows (a scalar
     named ``name``, or a dict / Series of named values).
 

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from pipeline.errors import ConfigError
+from pipeline.records.json import JsonObject
 from pipeline.settings.model import Settings
 
 DEFAULT_CONFIG = Path("config/pipeline.yaml")
@@ -107,14 +108,14 @@ def _single(tp: Any) -> Any:
 
 
 def settings_from_mapping(
-    data: Mapping[str, Any], env: Mapping[str, str] | None = None, source: str = "config"
+    data: JsonObject, env: Mapping[str, str] | None = None, source: str = "config"
 ) -> Settings:
     """Validate a configuration mapping, applying the ``IOLENS_ES_*`` environment overrides.
 
     Raises:
         ConfigError: naming every offending key (``fio.interval_ms: ...``).
     """
-    merged: dict[str, Any] = dict(data)
+    merged: JsonObject = dict(data)
     given = merged.get("elasticsearch")
     if given is None or isinstance(given, Mapping):
         # (anything else is left for validation to name: elasticsearch must be a mapping)
@@ -169,6 +170,6 @@ def _yaml_file(p: Path, what: str, fix: str) -> Any:
         raise ConfigError(f"{p}: not valid YAML: nested too deeply") from None
 
 
-def json_schema() -> dict[str, Any]:
+def json_schema() -> JsonObject:
     """The JSON Schema of :class:`Settings` (written to ``config/schemas/pipeline.schema.json``)."""
     return Settings.model_json_schema()

@@ -19,12 +19,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pipeline.records.core import Document
+from pipeline.records.json import Source
 from pipeline.sink.spool import encode_json
 
 _PLAIN = re.compile(r"[A-Za-z0-9._\-]*")
 
 
-def expand(doc: Document) -> tuple[dict[str, Any], Mapping[str, Any], int]:
+def expand(doc: Document) -> tuple[dict[str, dict[str, str]], Source, int]:
     """The bulk action and source of ``doc`` and their NDJSON size in bytes (two lines).
 
     Raises:

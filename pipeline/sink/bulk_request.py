@@ -9,12 +9,13 @@ there is no usable answer, and owns the retry loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 from elasticsearch import ApiError, Elasticsearch, TransportError
 
 from pipeline.records.core import Document
+from pipeline.records.json import Query
 from pipeline.sink.actions import ndjson
 from pipeline.sink.responses import BulkItem, pair_items, spread_failure
 
@@ -38,9 +39,7 @@ def send_chunk(client: Elasticsearch, docs: Sequence[Document]) -> list[BulkItem
     try:
         # The body goes as encoded NDJSON bytes (elastic-transport's NDJSON serializer
         # forwards bytes as they are): each source is encoded once, by orjson.
-        response = client.bulk(
-            operations=cast("Sequence[Mapping[str, Any]]", payload), filter_path=FILTER_PATH
-        )
+        response = client.bulk(operations=cast("Sequence[Query]", payload), filter_path=FILTER_PATH)
     except ApiError as err:
         return _request_failed(docs, int(err.status_code or 0), str(err.message))
     except TransportError as err:

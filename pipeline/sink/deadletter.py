@@ -30,13 +30,14 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pipeline.records.core import Document
+from pipeline.records.json import JsonObject
 from pipeline.sink.disk import fsync_dir
 from pipeline.sink.spool import compact_json, document_from_dict, ref_to_dict
 
@@ -148,12 +149,12 @@ class DeadLetters:
         """``inputs.ndjson``."""
         return self.root / INPUTS
 
-    def _append(self, path: Path, entry: Mapping[str, Any]) -> None:
+    def _append(self, path: Path, entry: JsonObject) -> None:
         append_whole(path, (compact_json(entry) + "\n").encode("utf-8"))
 
     def _entry(
         self, doc: Document, status: int, error_type: str | None, reason: str | None, stage: str
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         return {
             "@timestamp": self._now().isoformat(),
             "index": doc.index,
@@ -198,7 +199,7 @@ class DeadLetters:
             reason: why it was rejected. raw: the line's bytes (without or with its newline).
             stage: who rejected it, e.g. ``"parse"``.
         """
-        entry: dict[str, Any] = {
+        entry: JsonObject = {
             "@timestamp": self._now().isoformat(),
             "file": path,
             "line": line_no,

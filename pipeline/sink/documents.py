@@ -12,14 +12,17 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypeVar
 
 from pipeline import __version__
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
+from pipeline.records.json import SourceFields
 
 ECS_VERSION = "8.11.0"
 LATENCY_DATASET = "fio.latency"
+
+V = TypeVar("V")
 
 
 def stream_name(kind: str, dataset: str, namespace: str) -> str:
@@ -33,8 +36,8 @@ def iso_ms(epoch_ms: int | float) -> str:
     return dt.isoformat(timespec="milliseconds")[:-6] + "Z"  # without "+00:00"
 
 
-def drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
-    """``d`` without its None values."""
+def drop_none(d: Mapping[str, V | None]) -> dict[str, V]:
+    """``d`` without its None values (a new dict, same keys otherwise)."""
     return {k: v for k, v in d.items() if v is not None}
 
 
@@ -60,7 +63,7 @@ class DocContext:
 
     def base(
         self, kind: str, dataset: str, when_ms: int | float, created_ms: float
-    ) -> dict[str, Any]:
+    ) -> SourceFields:
         """ECS fields common to all our documents (``agent``: :meth:`agent`); a new dict."""
         return {
             "@timestamp": iso_ms(when_ms),
@@ -118,10 +121,10 @@ def latency_document(
 
 def _latency_fio(
     key: LatencyKey, stats: Mapping[str, float | int | None], records: int
-) -> dict[str, Any]:
+) -> SourceFields:
     """The ``fio.*`` fields of a latency document."""
     end = key.interval_start_ms + key.interval_ms
-    fio: dict[str, Any] = {
+    fio: SourceFields = {
         "ddir": key.ddir,
         "interval": {"start_ms": key.interval_start_ms, "end_ms": end, "ms": key.interval_ms},
         "clat_ns": drop_none(stats),
@@ -210,7 +213,7 @@ def peer_anomaly_document(ctx: DocContext, v: PeerVerdict, created_ms: float) ->
     return Document(stream_name("metrics", PEER_ANOMALY_DATASET, ctx.namespace), ident, source)
 
 
-def _ml_record(v: PeerVerdict) -> dict[str, Any]:
+def _ml_record(v: PeerVerdict) -> SourceFields:
     """The ``iolens.*`` fields of a peer-anomaly document: an Elastic ML ``record`` result,
     with the comparison's own values under ``peer``."""
     return {

@@ -19,27 +19,27 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from elasticsearch import ConflictError, Elasticsearch
 
 from pipeline.records.core import Document
-from pipeline.sink.lease import Lease, LeaseLost
+from pipeline.records.json import Query, Response, Source
+from pipeline.sink.lease import Lease, LeaseLost, LeaseStamp
 from pipeline.sink.search import ClusterUnavailable, request_errors
 
 log = logging.getLogger(__name__)
 
 
-def stamped(doc: Document, stamp: Mapping[str, Any]) -> Document:
+def stamped(doc: Document, stamp: LeaseStamp) -> Document:
     """``doc`` with ``iolens.lease`` set to ``stamp`` (its encoded form dropped)."""
     source = dict(doc.source)
     source["iolens"] = {**source.get("iolens", {}), "lease": dict(stamp)}
     return dataclasses.replace(doc, source=source, encoded=None)
 
 
-def generation_of(source: Mapping[str, Any]) -> int:
+def generation_of(source: Source) -> int:
     """The lease generation a stored document was written under (0: none, written unfenced)."""
     return int(source.get("iolens", {}).get("lease", {}).get("generation", 0))
 
@@ -89,7 +89,7 @@ class FencedWriter:
     def _bulk(self, docs: Sequence[Document]) -> bool:
         """One bulk ``create`` of ``docs``; 409s are resolved by generation (module docstring).
         False when an item failed otherwise (said; the run is repeated)."""
-        ops: list[Mapping[str, Any]] = []
+        ops: list[Query] = []
         for d in docs:
             ops += [{"create": {"_index": d.index, "_id": d.doc_id}}, d.source]
         with request_errors("bulk write of scheduled documents"):
@@ -127,7 +127,7 @@ class FencedWriter:
                     self._overwrite(d, hit)
         return True
 
-    def _stored(self, index: str, ids: list[str]) -> dict[str, Any]:
+    def _stored(self, index: str, ids: list[str]) -> dict[str, Response]:
         """The stored documents of ``ids`` with their backing index and sequence numbers."""
         with request_errors(f"search of {index}"):
             self.client.indices.refresh(index=index)
@@ -136,7 +136,7 @@ class FencedWriter:
             )
         return {h["_id"]: h for h in resp["hits"]["hits"]}
 
-    def _overwrite(self, doc: Document, hit: Mapping[str, Any]) -> None:
+    def _overwrite(self, doc: Document, hit: Response) -> None:
         """Replace a lower generation's ``hit`` with ``doc`` in place (in its backing index,
         if it is still the version read)."""
         with request_errors(f"overwrite of {doc.index}/{doc.doc_id}"):

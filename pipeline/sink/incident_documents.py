@@ -16,6 +16,7 @@ from typing import Any
 
 from elasticsearch import ConflictError, Elasticsearch, NotFoundError
 
+from pipeline.records.json import Response, Source, SourceFields
 from pipeline.reducers.incident import INCIDENT_DATASET, Incident
 from pipeline.sink.documents import DocContext, iso_ms, stream_name
 from pipeline.sink.fenced import generation_of
@@ -35,7 +36,7 @@ over the job does not make a revision)."""
 
 def incident_source(
     ctx: DocContext, inc: Incident, sla: tuple[float, float], created_ms: float
-) -> dict[str, Any]:
+) -> SourceFields:
     """The document body of one incident; ``@timestamp`` is its start.
 
     Args:
@@ -60,7 +61,7 @@ def incident_source(
 
 def _incident_fields(
     inc: Incident, start: str, end: str | None, sla: tuple[float, float], created_ms: float
-) -> dict[str, Any]:
+) -> SourceFields:
     """The ``iolens.incident`` object of :func:`incident_source`."""
     s = inc.span
     _, device = s.lun.split("/", 1)
@@ -90,7 +91,9 @@ def _incident_fields(
     }
 
 
-def _comparable(source: Mapping[str, Any]) -> dict[str, Any]:
+def _comparable(source: Source) -> dict[str, object]:
+    """What two revisions of an incident are compared on (:data:`NOT_COMPARED`, :data:`VOLATILE`
+    left out)."""
     inc = {k: v for k, v in source["iolens"]["incident"].items() if k not in VOLATILE}
     return {**{k: v for k, v in source.items() if k not in NOT_COMPARED}, "inc": inc}
 
@@ -98,7 +101,7 @@ def _comparable(source: Mapping[str, Any]) -> dict[str, Any]:
 def write_incidents(
     client: Elasticsearch,
     namespace: str,
-    docs: Sequence[tuple[str, dict[str, Any]]],
+    docs: Sequence[tuple[str, SourceFields]],
     stamp: Mapping[str, Any] | None = None,
 ) -> int:
     """Create new incidents and update changed ones in place; returns documents written.
@@ -124,7 +127,7 @@ def write_incidents(
     written = 0
     for ident, source in docs:
         if stamp is not None:
-            _check_generation(ident, existing.get(ident), stamp)
+            _check_generation(ident, existing.get(ident), int(stamp["generation"]))
             source["iolens"]["lease"] = dict(stamp)
         try:
             with request_errors(f"write of incident {ident}"):
@@ -134,14 +137,16 @@ def write_incidents(
     return written
 
 
-def _check_generation(ident: str, hit: Any, stamp: Mapping[str, Any]) -> None:
-    """Raise LeaseLost when the stored incident ``hit`` has a later generation than ``stamp``."""
+def _check_generation(ident: str, hit: Response | None, generation: int) -> None:
+    """Raise LeaseLost when the stored incident ``hit`` has a later generation than ours."""
     stored = generation_of(hit["_source"]) if hit else 0
-    if stored > int(stamp["generation"]):
+    if stored > generation:
         raise LeaseLost(f"incident {ident} was written by generation {stored}")
 
 
-def _write(client: Elasticsearch, stream: str, ident: str, source: dict[str, Any], hit: Any) -> int:
+def _write(
+    client: Elasticsearch, stream: str, ident: str, source: SourceFields, hit: Response | None
+) -> int:
     """Create the incident, or update it in place when it changed (``hit``: the stored one);
     returns documents written (0 or 1)."""
     if hit is None:
@@ -160,7 +165,7 @@ def _write(client: Elasticsearch, stream: str, ident: str, source: dict[str, Any
     return 1
 
 
-def _existing(client: Elasticsearch, stream: str, ids: list[str]) -> dict[str, Any]:
+def _existing(client: Elasticsearch, stream: str, ids: list[str]) -> dict[str, Response]:
     """The stored documents of ``ids`` with their backing index and sequence numbers."""
     try:
         with request_errors(f"search of {stream}"):

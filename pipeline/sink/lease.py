@@ -38,15 +38,29 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from elasticsearch import ConflictError, Elasticsearch, NotFoundError
 
+from pipeline.records.json import SourceFields
 from pipeline.sink.search import request_errors
 
 log = logging.getLogger(__name__)
 
 LEASE_INDEX = "iolens-leases"
+
+
+class LeaseStamp(TypedDict):
+    """What a lease holder's scheduled documents carry under ``iolens.lease``.
+
+    Keys:
+        generation: the lease's generation when the documents were written (int, from 1; it
+            grows by one each time the lease changes hands).
+        holder: the writing holder (:func:`default_holder`, ``host:pid:random``).
+    """
+
+    generation: int
+    holder: str
 
 
 class LeaseLost(Exception):
@@ -139,7 +153,7 @@ class Lease:
         renewal = self.held and src.get("holder") == self.holder and generation == self.generation
         return generation if renewal and int(src.get("expires_ms", 0)) > 0 else generation + 1
 
-    def fence(self) -> dict[str, Any]:
+    def fence(self) -> LeaseStamp:
         """Check, by renewing it conditionally, that we still hold the lease at our generation,
         before a batch of scheduled writes; returns :meth:`stamp`.
 
@@ -163,12 +177,12 @@ class Lease:
                 raise LeaseLost(f"lease {self.name} lost ({err})") from None
         return self.stamp()
 
-    def stamp(self) -> dict[str, Any]:
+    def stamp(self) -> LeaseStamp:
         """``{"generation": ..., "holder": ...}``: what the holder's scheduled documents carry
         under ``iolens.lease``."""
         return {"generation": self.generation, "holder": self.holder}
 
-    def _write(self, doc: Any, body: dict[str, Any], now_ms: int) -> bool:
+    def _write(self, doc: Any, body: SourceFields, now_ms: int) -> bool:
         """Write ``body`` over the lease document ``doc`` (None: there is none) unless another
         holder's lease is still running at ``now_ms`` (then False).
 
@@ -185,7 +199,7 @@ class Lease:
         self._replace(doc, body)
         return True
 
-    def _replace(self, doc: Any, body: dict[str, Any]) -> None:
+    def _replace(self, doc: Any, body: SourceFields) -> None:
         """Write ``body`` over the lease document ``doc`` if it is still the version read.
 
         Raises:

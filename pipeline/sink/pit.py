@@ -12,16 +12,18 @@ raises :class:`NoPointInTime` so that the caller can page another way
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from elasticsearch import ApiError, Elasticsearch
 
+from pipeline.records.json import Query, Response
 from pipeline.sink.search import ClusterUnavailable, request_errors
 
 log = logging.getLogger(__name__)
 
-Hit = Mapping[str, Any]
+Hit = Response
+"""One search hit (``_id``, ``_source``, ``sort``...)."""
 
 _UNSUPPORTED = frozenset({400, 404, 405, 501})
 """HTTP statuses with which a cluster lacking the PIT API answers ``POST /<index>/_pit``."""
@@ -74,7 +76,7 @@ def _close_pit(client: Elasticsearch, pit_id: str) -> None:
 def pit_pages(
     client: Elasticsearch,
     pit_id: str,
-    query: Mapping[str, Any],
+    query: Query,
     *,
     source: Sequence[str] | None,
     page_size: int,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pipeline.ids import doc_id
 from pipeline.records.core import Document
+from pipeline.records.json import SourceFields
 from pipeline.sink.documents import DocContext, stream_name
 
 RATE_DATASET = "iolens.service_rate"
@@ -15,7 +14,7 @@ def service_rate_document(
     ctx: DocContext,
     host: str,
     stage: str,
-    values: dict[str, Any],
+    values: SourceFields,
     when_ms: float,
     created_ms: float,
 ) -> Document:
@@ -41,9 +40,7 @@ def service_rate_document(
 PIPELINE_DATASET = "iolens.pipeline"
 
 
-def pipeline_document(
-    ctx: DocContext, host: str, values: dict[str, Any], when_ms: float
-) -> Document:
+def pipeline_document(ctx: DocContext, host: str, values: SourceFields, when_ms: float) -> Document:
     """A ``metrics-iolens.pipeline`` document: the pipeline's health on ``host`` at ``when_ms``.
 
     Args:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pipeline.records.core import Document
+from pipeline.records.json import Response
 from pipeline.sink.outcome import Outcome, classify
 
 
@@ -39,7 +39,7 @@ class BulkItem:
     reason: str | None
 
 
-def _error_of(item: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def _error_of(item: Response) -> tuple[str | None, str | None]:
     error = item.get("error")
     if isinstance(error, Mapping):
         return error.get("type"), error.get("reason")
@@ -48,7 +48,7 @@ def _error_of(item: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return None, str(error)
 
 
-def pair_items(docs: Sequence[Document], response: Mapping[str, Any]) -> list[BulkItem]:
+def pair_items(docs: Sequence[Document], response: Response) -> list[BulkItem]:
     """Pair each bulk response item with the document at the same position and classify it.
 
     Raises:

@@ -19,9 +19,11 @@ from typing import Any
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 
+from pipeline.records.json import Query, Response
+
 log = logging.getLogger(__name__)
 
-FieldCaps = Mapping[str, Mapping[str, Mapping[str, Any]]]
+FieldCaps = Mapping[str, Mapping[str, Response]]
 """``field_caps`` answer's ``fields``: path -> type name -> capabilities."""
 
 RequestRejected = ApiError
@@ -68,12 +70,12 @@ def _request(what: str) -> Iterator[None]:
 def iter_hits(
     client: Elasticsearch,
     index: str,
-    query: Mapping[str, Any],
-    sort: Sequence[Mapping[str, Any]],
+    query: Query,
+    sort: Sequence[Query],
     *,
     source: Sequence[str] | None = None,
     page_size: int = 1000,
-) -> Iterator[Mapping[str, Any]]:
+) -> Iterator[Response]:
     """Every hit of ``query`` in ``sort`` order, a page at a time.
 
     ``sort`` must end in a unique combination of fields (``search_after`` needs a total order).
@@ -97,12 +99,12 @@ def iter_hits(
 def _page(
     client: Elasticsearch,
     index: str,
-    query: Mapping[str, Any],
-    sort: Sequence[Mapping[str, Any]],
+    query: Query,
+    sort: Sequence[Query],
     source: Sequence[str] | None,
     page_size: int,
     after: list[Any] | None,
-) -> list[Mapping[str, Any]]:
+) -> list[Response]:
     """One page of hits: at most ``page_size``, those after the sort values ``after``."""
     resp = client.search(
         index=index,
@@ -112,11 +114,11 @@ def _page(
         source_includes=list(source) if source is not None else None,
         search_after=after,
     )
-    hits: list[Mapping[str, Any]] = resp["hits"]["hits"]
+    hits: list[Response] = resp["hits"]["hits"]
     return hits
 
 
-def search(client: Elasticsearch, index: str, **body: Any) -> Mapping[str, Any] | None:
+def search(client: Elasticsearch, index: str, **body: Any) -> Response | None:
     """One search request's answer (the ``_search`` response body: ``hits``, ``aggregations``);
     None when ``index`` does not exist (nothing was indexed yet).
 
@@ -131,7 +133,7 @@ def search(client: Elasticsearch, index: str, **body: Any) -> Mapping[str, Any] 
     """
     try:
         with _request(f"search of {index}"):
-            resp: Mapping[str, Any] = client.search(index=index, **body).body
+            resp: Response = client.search(index=index, **body).body
     except _Missing:
         return None
     return resp
@@ -226,7 +228,7 @@ def latest_per(client: Elasticsearch, index: str, field: str, since_s: float) ->
     return out
 
 
-def count(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
+def count(client: Elasticsearch, index: str, query: Query) -> int:
     """Number of documents of ``index`` matching ``query`` (0 when it does not exist yet).
 
     Raises:
@@ -240,7 +242,7 @@ def count(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
     return int(resp["count"])
 
 
-def delete_by_query(client: Elasticsearch, index: str, query: Mapping[str, Any]) -> int:
+def delete_by_query(client: Elasticsearch, index: str, query: Query) -> int:
     """Delete the documents matching ``query`` (data streams allow it); returns how many.
 
     Raises:

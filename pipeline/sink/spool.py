@@ -40,11 +40,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from pipeline.records.core import Document, LineRef
+from pipeline.records.json import JsonObject
 from pipeline.sink.disk import (
     RESERVE_BYTES,
     Statvfs,
@@ -154,12 +154,12 @@ def compact_json(obj: object) -> str:
     )
 
 
-def ref_to_dict(ref: LineRef) -> dict[str, Any]:
+def ref_to_dict(ref: LineRef) -> JsonObject:
     """The JSON form of a :class:`LineRef`: its fields by name."""
     return dataclasses.asdict(ref)
 
 
-def ref_from_dict(data: Mapping[str, Any]) -> LineRef:
+def ref_from_dict(data: JsonObject) -> LineRef:
     """Inverse of :func:`ref_to_dict`. Raises ``KeyError``/``TypeError`` on a bad entry."""
     return LineRef(
         file_key=str(data["file_key"]),
@@ -169,7 +169,7 @@ def ref_from_dict(data: Mapping[str, Any]) -> LineRef:
     )
 
 
-def document_to_dict(doc: Document) -> dict[str, Any]:
+def document_to_dict(doc: Document) -> JsonObject:
     """``{"index", "_id", "source", "refs"}`` for one document."""
     return {
         "index": doc.index,
@@ -179,7 +179,7 @@ def document_to_dict(doc: Document) -> dict[str, Any]:
     }
 
 
-def document_from_dict(data: Mapping[str, Any], source_key: str = "source") -> Document:
+def document_from_dict(data: JsonObject, source_key: str = "source") -> Document:
     """Inverse of :func:`document_to_dict`; ``source_key`` names the body (dead letters use
     ``"document"``).
 

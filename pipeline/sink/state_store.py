@@ -16,10 +16,10 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from elasticsearch import ConflictError, Elasticsearch, NotFoundError
 
+from pipeline.records.json import JsonObject
 from pipeline.sink.lease import LeaseLost
 from pipeline.sink.search import request_errors
 
@@ -43,7 +43,7 @@ class JobState:
     """``(_seq_no, _primary_term)`` of the state last loaded, None when there was none, False
     before the first load (a save then replaces whatever is there)."""
 
-    def load(self) -> dict[str, Any] | None:
+    def load(self) -> JsonObject | None:
         """The saved state, or None when there is none yet.
 
         Raises:
@@ -56,10 +56,10 @@ class JobState:
                 self._version = None
                 return None
         self._version = (int(doc["_seq_no"]), int(doc["_primary_term"]))
-        state: dict[str, Any] = json.loads(doc["_source"]["state"])
+        state: JsonObject = json.loads(doc["_source"]["state"])
         return state
 
-    def save(self, state: Mapping[str, Any]) -> None:
+    def save(self, state: Mapping[str, object]) -> None:
         """Replace the state the last :meth:`load` saw (refreshed, so the next load sees it).
 
         Raises:

@@ -21,12 +21,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from elasticsearch import ApiError, Elasticsearch
 
 from pipeline.assets import required
 from pipeline.errors import ConfigError
+from pipeline.records.json import JsonObject
 from pipeline.sink.capabilities import Capabilities
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class TemplateObject:
 
     kind: Kind
     name: str
-    body: dict[str, Any]
+    body: JsonObject
     path: Path
 
 
@@ -96,7 +97,7 @@ def load_templates(directory: Path | None = None) -> list[TemplateObject]:
     return objects
 
 
-def without_lifecycle(body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def without_lifecycle(body: JsonObject) -> tuple[JsonObject, bool]:
     """A copy of a component-template body without ``index.lifecycle.name``.
 
     Handles both the flat (``"index.lifecycle.name"``) and nested (``index.lifecycle.name`` as
@@ -118,7 +119,7 @@ def without_lifecycle(body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return out, removed
 
 
-def _put(client: Elasticsearch, obj: TemplateObject, body: dict[str, Any]) -> None:
+def _put(client: Elasticsearch, obj: TemplateObject, body: JsonObject) -> None:
     if obj.kind == "ilm":
         client.ilm.put_lifecycle(name=obj.name, body=body)
     elif obj.kind == "component":
@@ -127,7 +128,7 @@ def _put(client: Elasticsearch, obj: TemplateObject, body: dict[str, Any]) -> No
         client.indices.put_index_template(name=obj.name, body=body)
 
 
-def _update_existing(client: Elasticsearch, index: str, props: dict[str, Any]) -> None:
+def _update_existing(client: Elasticsearch, index: str, props: JsonObject) -> None:
     """Add the fields ``props`` to the data streams of ``index`` (a pattern) that exist already.
 
     A template applies to backing indices created after it; without this, a field added by an
@@ -147,20 +148,20 @@ def _update_existing(client: Elasticsearch, index: str, props: dict[str, Any]) -
     )
 
 
-def _properties(body: dict[str, Any]) -> dict[str, Any]:
+def _properties(body: JsonObject) -> JsonObject:
     """The top-level mapped fields of a component-template body (none: empty)."""
     props = body.get("template", {}).get("mappings", {}).get("properties")
     return props if isinstance(props, dict) else {}
 
 
-def updatable(props: dict[str, Any]) -> dict[str, Any]:
+def updatable(props: JsonObject) -> JsonObject:
     """``props`` without its ``constant_keyword`` fields (and objects left empty by that).
 
     A constant keyword's value is fixed by the first document of each data stream; a mapping
     without it is refused by Elasticsearch where the value is set, so those fields are never
     sent to existing data streams (they are there since the stream was made).
     """
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for name, spec in props.items():
         if spec.get("type") == "constant_keyword":
             continue
