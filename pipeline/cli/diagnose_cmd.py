@@ -13,7 +13,6 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from pipeline.cli.common import settings_from_args
 from pipeline.cli.peer_options import add_peer_options, params_of, parse_time, peer_settings
@@ -23,6 +22,7 @@ from pipeline.errors import ConfigError
 from pipeline.jobs.peer_diagnosis import diagnose, train
 from pipeline.jobs.peer_groups import PeerGroups
 from pipeline.jobs.peer_recording import load
+from pipeline.records.json import JsonObject
 from pipeline.reducers.peer_flags import WindowResult
 from pipeline.reducers.peer_thresholds import Thresholds
 from pipeline.reducers.persistence import Persistence, hourly_rows, qualified_name
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def window_dicts(metric: str, results: Iterable[WindowResult]) -> Iterator[dict[str, Any]]:
+def window_dicts(metric: str, results: Iterable[WindowResult]) -> Iterator[JsonObject]:
     """One JSON-able object per window: its LUNs marked anomalous and faulty, and the
     persistence ranking accumulated up to it; ``skipped`` (only when there are) lists the LUNs
     it left out (too few samples after a gap in their data)."""

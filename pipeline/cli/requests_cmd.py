@@ -41,7 +41,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers, add_actions, add_command
@@ -50,6 +50,7 @@ from pipeline.formats.events.decode import event_json, parse_event_line, perf_sc
 from pipeline.parsers.errors import ParseError
 from pipeline.records.event_schema import EventSchema, load_event_schema
 from pipeline.records.events import Event
+from pipeline.records.json import JsonObject
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_cluster import Assignment, cluster_all, total_resources
@@ -168,12 +169,12 @@ def _streams(
 
 def _rows(
     reqs: list[Request], schema: EventSchema, args: argparse.Namespace
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+) -> tuple[list[JsonObject], JsonObject | None]:
     """Each request as JSON-able values (clustered with ``--cluster``), and the model."""
     forms = [canonical(r, schema) for r in reqs]
     assignments: list[Assignment | None] = [None] * len(reqs)
     outliers: list[bool | None] = [None] * len(reqs)
-    model: dict[str, Any] | None = None
+    model: JsonObject | None = None
     if args.cluster and forms:
         clusterer, final, flags = cluster_all(forms, args.threshold)
         assignments, outliers = list(final), list(flags)
@@ -187,9 +188,9 @@ def _rows(
 
 def _write(
     args: argparse.Namespace,
-    rows: list[dict[str, Any]],
-    model: dict[str, Any] | None,
-    extra: list[dict[str, Any]],
+    rows: list[JsonObject],
+    model: JsonObject | None,
+    extra: list[JsonObject],
     summary: str,
 ) -> None:
     out = sys.stdout

@@ -24,10 +24,11 @@ import dataclasses
 import json
 import sys
 from functools import partial
-from typing import Any, TextIO
+from typing import TextIO
 
 from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
+from pipeline.records.json import JsonObject
 from pipeline.reducers.seed_rate import SeedRateEstimator
 from pipeline.reducers.service_rate import ServiceRateEstimator
 from pipeline.reducers.service_rate_sim import Scenario, Scored, SimResult, simulate, summarise
@@ -56,7 +57,7 @@ def add_parser(sub: Subparsers, name: str) -> None:
     s.add_argument("--waits", action="store_true", help="report waits (as the pipeline does)")
 
 
-def scored_dict(s: Scored) -> dict[str, Any]:
+def scored_dict(s: Scored) -> JsonObject:
     """An estimate and its truth as JSON-able values (rates in items/s, times in s)."""
     return {
         "time_s": s.time_s,
@@ -104,7 +105,7 @@ def _simulate(args: argparse.Namespace, out: TextIO) -> int:
         if result.last is not None:
             out.write(json.dumps({"in_progress": scored_dict(result.last)}) + "\n")
         summary = dataclasses.asdict(summarise(result.estimates))
-        tail: dict[str, Any] = {"summary": summary, "periods": result.periods}
+        tail: JsonObject = {"summary": summary, "periods": result.periods}
         if args.method == "seed":
             tail["method_failed"] = result.failures
         out.write(json.dumps(tail) + "\n")

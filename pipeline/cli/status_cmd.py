@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -15,7 +13,7 @@ from rich.table import Table
 from pipeline.cli.common import settings_from_args
 from pipeline.cli.subcommand import Subparsers
 from pipeline.jobs.intervals import DirtyIntervals
-from pipeline.jobs.service_monitor import read_state
+from pipeline.jobs.service_monitor import RatesSnapshot, read_state
 from pipeline.settings import ElasticsearchSettings
 from pipeline.shippers.registry import Registry
 from pipeline.sink.capabilities import detect
@@ -37,7 +35,7 @@ def add_parser(sub: Subparsers, name: str) -> None:
     p.add_argument("--state-dir", help="state directory (default: state_dir of the config)")
 
 
-def print_rates(console: Console, rates: Mapping[str, Any] | None) -> None:
+def print_rates(console: Console, rates: RatesSnapshot | None) -> None:
     """The stages' service rates the pipeline last wrote (seed 003), with the bottleneck."""
     if rates is None:
         console.print("service rates: none measured yet (iolens run writes them)")
@@ -51,7 +49,7 @@ def print_rates(console: Console, rates: Mapping[str, Any] | None) -> None:
         mark = " (bottleneck)" if rates.get("bottleneck") == name else ""
         if rates.get("bottleneck") == "produce" and rates.get("within") == name:
             mark = " (most of produce)"
-        conf = "-" if est is None else est["confidence"]
+        conf = "-" if est is None else str(est["confidence"])
         if st.get("method_failed"):
             conf = f"method failed ({st['failures']}x); last kept" if est else "method failed"
         table.add_row(

@@ -13,9 +13,10 @@ import logging
 import socket
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from pipeline.parsers.mounts import MountTable, configured_mounts, parse_proc_mounts
+from pipeline.records.json import Query, Source
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.io_diagnosis import Evidence, lmt_window
 from pipeline.settings import DarshanSettings, Settings
@@ -45,23 +46,42 @@ def server_evidence(client: Client, settings: Settings, a: JobAnalysis) -> Evide
     return found
 
 
-def _run_window(a: JobAnalysis) -> dict[str, Any]:
-    """The job's run as a ``range`` query on ``@timestamp`` (epoch ms)."""
-    return {
-        "range": {
-            "@timestamp": {
-                "gte": round(a.log.start_s * 1000),
-                "lte": round(a.log.end_s * 1000),
-                "format": "epoch_millis",
+class RunWindow(NamedTuple):
+    """A job's run, as the span its server-side evidence is searched in.
+
+    Attributes:
+        start_ms: Start of the run, epoch milliseconds (rounded from the log's ``start_s``).
+        end_ms: End of the run, epoch milliseconds (rounded from the log's ``end_s``).
+    """
+
+    start_ms: int
+    end_ms: int
+
+    def on_timestamp(self) -> Query:
+        """The run as a ``range`` query on ``@timestamp`` (epoch ms)."""
+        return {
+            "range": {
+                "@timestamp": {"gte": self.start_ms, "lte": self.end_ms, "format": "epoch_millis"}
             }
         }
-    }
+
+    def on_window_ends(self) -> Query:
+        """The run as a range of peer windows' ends (s): a window is evidence for the job
+        when it ends inside the run (the detector saw the fault by then; its start may be
+        healthy)."""
+        span = {"gte": self.start_ms / 1000, "lte": self.end_ms / 1000}
+        return {"range": {"iolens.peer.window.end_s": span}}
+
+
+def _run_window(a: JobAnalysis) -> RunWindow:
+    """The job's run (epoch ms)."""
+    return RunWindow(round(a.log.start_s * 1000), round(a.log.end_s * 1000))
 
 
 def _peer_evidence(
     client: Client,
     settings: Settings,
-    window: dict[str, Any],
+    window: RunWindow,
     found: Evidence,
 ) -> Evidence:
     """``found`` with ``anomalous_osts`` (through ``darshan.ost_luns``) and ``anomalous_luns``
@@ -80,7 +100,7 @@ def _peer_evidence(
 
 
 def _slurm_and_lmt(
-    client: Client, settings: Settings, a: JobAnalysis, window: dict[str, Any], found: Evidence
+    client: Client, settings: Settings, a: JobAnalysis, window: RunWindow, found: Evidence
 ) -> Evidence:
     """``found`` with the job's Slurm node count and the LMT load of the OSTs during its run."""
     ns = settings.elasticsearch.namespace
@@ -99,9 +119,9 @@ def _slurm_and_lmt(
     return replace(found, lmt=lmt_window(rows)) if rows else found
 
 
-def _lmt_rows(client: Client, settings: Settings, window: dict[str, Any]) -> list[dict[str, Any]]:
+def _lmt_rows(client: Client, settings: Settings, window: RunWindow) -> list[Source]:
     """``metrics-lmt.ost`` sources within ``window`` (of ``darshan.lmt_fs`` when set)."""
-    lmt_q: list[dict[str, Any]] = [window]
+    lmt_q: list[Query] = [window.on_timestamp()]
     if settings.darshan.lmt_fs:
         lmt_q.append({"term": {"lmt.ost.fs": settings.darshan.lmt_fs}})
     return [
@@ -115,24 +135,16 @@ def _lmt_rows(client: Client, settings: Settings, window: dict[str, Any]) -> lis
     ]
 
 
-def _window_ends(window: dict[str, Any]) -> dict[str, Any]:
-    """The job's run as a range of peer windows' ends (s): a window is evidence for the job
-    when it ends inside the run (the detector saw the fault by then; its start may be healthy).
-    """
-    r = window["range"]["@timestamp"]
-    return {"range": {"iolens.peer.window.end_s": {"gte": r["gte"] / 1000, "lte": r["lte"] / 1000}}}
-
-
 def anomalous_luns(
-    client: Client, index: str, window: dict[str, Any], luns: set[str]
+    client: Client, index: str, window: RunWindow, luns: set[str]
 ) -> dict[str, float]:
     """LUN -> highest ``iolens.record_score`` of its windows marked anomalous that end within
-    ``window`` (the job's run as a ``range`` query on ``@timestamp``), for ``luns``."""
+    ``window`` (the job's run), for ``luns``."""
     scores: dict[str, float] = {}
     query = {
         "bool": {
             "filter": [
-                _window_ends(window),
+                window.on_window_ends(),
                 {"term": {"iolens.anomalous": True}},
                 {"terms": {"iolens.peer.lun": sorted(luns)}},
             ]

@@ -14,20 +14,18 @@ name the job scope a document is merged into.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from pipeline.records.core import DDIR_NAMES, FioHistRow
 from pipeline.records.fio_bins import BinLayout
+from pipeline.records.json import Source
 from pipeline.reducers.histogram import LatencyHistogram
 
 SEP = "\x1f"
 """Separates the parts of a job scope's merge key."""
 
 
-def layout_of(fio: Mapping[str, Any]) -> BinLayout:
+def layout_of(fio: Source) -> BinLayout:
     """The bin layout a histogram document was written with (``fio.bins``)."""
     bins = fio["bins"]
     unit = bins["unit"]
@@ -36,7 +34,7 @@ def layout_of(fio: Mapping[str, Any]) -> BinLayout:
     return BinLayout(group_nr=group_nr, coarseness=coarse, unit=unit)
 
 
-def sparse_bins(fio: Mapping[str, Any], layout: BinLayout) -> tuple[np.ndarray, np.ndarray]:
+def sparse_bins(fio: Source, layout: BinLayout) -> tuple[np.ndarray, np.ndarray]:
     """Bin indices and counts of a document's ``fio.clat_ns.histogram`` (values are midpoints).
 
     Raises:
@@ -54,14 +52,14 @@ def sparse_bins(fio: Mapping[str, Any], layout: BinLayout) -> tuple[np.ndarray, 
     return idx.astype(np.int64), np.asarray(hist["counts"], dtype=np.int64)
 
 
-def histogram_of(fio: Mapping[str, Any]) -> LatencyHistogram:
+def histogram_of(fio: Source) -> LatencyHistogram:
     """The :class:`LatencyHistogram` stored in a histogram document's ``fio`` object."""
     layout = layout_of(fio)
     idx, cnt = sparse_bins(fio, layout)
     return LatencyHistogram.from_sparse(layout, idx, cnt)
 
 
-def hist_row(fio: Mapping[str, Any], layout: BinLayout) -> FioHistRow:
+def hist_row(fio: Source, layout: BinLayout) -> FioHistRow:
     """The document as the log row fiologparser_hist.py would read (window end, ddir, bs)."""
     idx, cnt = sparse_bins(fio, layout)
     return FioHistRow(

@@ -23,9 +23,8 @@ import itertools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pipeline.formats.fio.encode import HISTOGRAM_DATASET
 from pipeline.formats.fio.window import IntervalMerger, histogram_stats
@@ -48,6 +47,7 @@ from pipeline.jobs.fio_latency_queries import (
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.records.core import Document, LineRef
 from pipeline.records.fio_bins import BinLayout
+from pipeline.records.json import Query, Response, Source
 from pipeline.settings import FioSettings
 from pipeline.sink.documents import (
     LATENCY_DATASET,
@@ -81,9 +81,7 @@ JOB_KEY = "job:fio.latency"
 
 HIT_FIELDS = ["@timestamp", "host.name", "log.file.path", "fio"]
 
-Search = Callable[
-    [str, Mapping[str, Any], Sequence[Mapping[str, Any]]], Iterable[Mapping[str, Any]]
-]
+Search = Callable[[str, Query, Sequence[Query]], Iterable[Response]]
 """``(index, query, sort) -> hits``: :func:`pipeline.sink.search.iter_hits` bound to a client."""
 
 
@@ -110,8 +108,8 @@ class FioLatencyJob:
     ctx: DocContext
     clock: Callable[[], float] = time.time
     refresh: Callable[[str], None] = lambda index: None
-    delete: Callable[[str, Mapping[str, Any]], int] = lambda index, query: 0
-    count: Callable[[str, Mapping[str, Any]], int] | None = None
+    delete: Callable[[str, Query], int] = lambda index, query: 0
+    count: Callable[[str, Query], int] | None = None
     """Counts the documents matching a query; when given, a batch whose intervals hold no
     document but its own (the common case: intervals merged for the first time) skips the
     delete-by-query."""
@@ -254,9 +252,7 @@ class FioLatencyJob:
         if stale and self.delete(index, {"ids": {"values": stale}}):
             log.info("%s documents withdrawn: another instance merged more records", len(stale))
 
-    def _hits(
-        self, query: Mapping[str, Any], by_interval: bool = False
-    ) -> Iterator[Mapping[str, Any]]:
+    def _hits(self, query: Query, by_interval: bool = False) -> Iterator[Response]:
         """The histogram documents matching ``query``, in window order (within each interval,
         intervals in order, with ``by_interval``)."""
         index = stream_name("metrics", HISTOGRAM_DATASET, self.ctx.namespace)
@@ -292,9 +288,7 @@ class FioLatencyJob:
                 out[start] = docs
         return out
 
-    def _merge(
-        self, interval_ms: int, start: int, hits: Iterable[Mapping[str, Any]]
-    ) -> Iterator[Document]:
+    def _merge(self, interval_ms: int, start: int, hits: Iterable[Response]) -> Iterator[Document]:
         """Merge one interval's histogram hits per scope and direction (seed 000)."""
         merger = _merger(start, hits)
         if merger is None:
@@ -338,7 +332,7 @@ class FioLatencyJob:
                 yield latency_document(self.ctx, key, stats, records, created, (ref,))
 
 
-def _merger(start: int, hits: Iterable[Mapping[str, Any]]) -> IntervalMerger | None:
+def _merger(start: int, hits: Iterable[Response]) -> IntervalMerger | None:
     """The histograms of one interval's ``hits`` merged per scope and direction (None without
     hits); documents with another bin layout than the first are left out, with a warning."""
     merger: IntervalMerger | None = None
@@ -362,7 +356,7 @@ def _merger(start: int, hits: Iterable[Mapping[str, Any]]) -> IntervalMerger | N
     return merger
 
 
-def _add_hit(merger: IntervalMerger, src: Mapping[str, Any], layout: BinLayout, start: int) -> None:
+def _add_hit(merger: IntervalMerger, src: Source, layout: BinLayout, start: int) -> None:
     """Add one histogram document to its cluster, host and job scopes, its ddir and mixed."""
     fio = src["fio"]
     idx, cnt = sparse_bins(fio, layout)
@@ -373,7 +367,7 @@ def _add_hit(merger: IntervalMerger, src: Mapping[str, Any], layout: BinLayout, 
             merger.add_sparse((scope, value, ddir, start), idx, cnt)
 
 
-def _supersedes(newer: Mapping[str, Any], doc: Mapping[str, Any]) -> bool:
+def _supersedes(newer: Source, doc: Source) -> bool:
     """Whether the stored latency document ``newer`` is a more complete revision of ``doc``:
     same interval, method, scope, host, job, prefix and ddir, more records."""
     a, b = newer.get("fio", {}), doc["fio"]

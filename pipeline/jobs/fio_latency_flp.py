@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from pipeline.formats.fio.window import percentile_key
 from pipeline.jobs.fio_hits import hist_row, job_scope, layout_of
 from pipeline.records.core import FioHistRow
 from pipeline.records.fio_bins import BinLayout
+from pipeline.records.json import Response
 from pipeline.reducers.fio_flp import FlpOptions, FlpStats, weighted_interval
 
 Stream = tuple[str, str, str]
@@ -26,7 +26,7 @@ DIR_CODE_NAMES = {"m": "mixed", "r": "read", "w": "write", "t": "trim"}
 
 
 def flp_streams(
-    hits: Iterable[Mapping[str, Any]],
+    hits: Iterable[Response],
 ) -> tuple[dict[Stream, list[FioHistRow]], BinLayout | None]:
     """The rows of each stream in ``hits`` (window order) and their layout, None without hits.
 

@@ -10,15 +10,15 @@ superseded: same interval, method, scope, host, job, log prefix and ddir.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pipeline.records.core import Document
+from pipeline.records.json import Query
 
 FLP_LOOKAHEAD_MS = 20_000  # fiologparser's default --max_latency, in ms
 
 
-def histograms_sort(by_interval: bool = False) -> list[Mapping[str, Any]]:
+def histograms_sort(by_interval: bool = False) -> list[Query]:
     """Window order of histogram documents (interval first, with ``by_interval``)."""
     first = [{"fio.interval.start_ms": "asc"}] if by_interval else []
     return [
@@ -30,7 +30,7 @@ def histograms_sort(by_interval: bool = False) -> list[Mapping[str, Any]]:
     ]
 
 
-def interval_histograms_query(interval_ms: int, starts: Sequence[int]) -> dict[str, Any]:
+def interval_histograms_query(interval_ms: int, starts: Sequence[int]) -> Query:
     """The histogram documents of the intervals of length ``interval_ms`` starting at
     ``starts`` (ms)."""
     return {
@@ -43,13 +43,13 @@ def interval_histograms_query(interval_ms: int, starts: Sequence[int]) -> dict[s
     }
 
 
-def flp_window_query(start: int, end: int) -> dict[str, Any]:
+def flp_window_query(start: int, end: int) -> Query:
     """The histogram records fiologparser_hist.py holds for interval ``[start, end]`` (ms):
     windows ending after ``start`` and before ``end`` + its look-ahead."""
     return {"range": {"fio.window.end_ms": {"gt": start, "lt": end + FLP_LOOKAHEAD_MS}}}
 
 
-def intervals_query(items: Sequence[tuple[int, int]]) -> dict[str, Any]:
+def intervals_query(items: Sequence[tuple[int, int]]) -> Query:
     """Query for the documents of the intervals ``items`` (``(interval_ms, start_ms)``)."""
     starts: dict[int, list[int]] = defaultdict(list)
     for interval_ms, start in items:
@@ -72,14 +72,14 @@ def intervals_query(items: Sequence[tuple[int, int]]) -> dict[str, Any]:
     }
 
 
-def _same(field_name: str, value: object) -> dict[str, Any]:
+def _same(field_name: str, value: object) -> Query:
     """``field_name`` is ``value``, or absent for None."""
     if value is None:
         return {"bool": {"must_not": [{"exists": {"field": field_name}}]}}
     return {"term": {field_name: value}}
 
 
-def _same_or_missing(field_name: str, value: object) -> dict[str, Any]:
+def _same_or_missing(field_name: str, value: object) -> Query:
     """``field_name`` is ``value`` or absent."""
     # revisions merged before prefixes were recorded have none: they are superseded too
     if value is None:
@@ -88,7 +88,7 @@ def _same_or_missing(field_name: str, value: object) -> dict[str, Any]:
     return {"bool": {"should": [{"term": {field_name: value}}, missing]}}
 
 
-def _older(doc: Document, than: str = "lt") -> dict[str, Any]:
+def _older(doc: Document, than: str = "lt") -> Query:
     """The revisions of ``doc``'s scope, host, job and ddir that merged fewer records (``than``
     ``gt``: more)."""
     src, fio = doc.source, doc.source["fio"]
@@ -108,7 +108,7 @@ def _older(doc: Document, than: str = "lt") -> dict[str, Any]:
 
 def superseded_query(
     interval_ms: int, start: int, method: str, docs: Sequence[Document], than: str = "lt"
-) -> dict[str, Any]:
+) -> Query:
     """Query for the documents ``docs`` supersede: same interval, method, scope, host, job
     (log prefix, or none: merged before prefixes were recorded) and ddir, fewer records merged
     (``than="gt"``: the documents that supersede ``docs``, more records merged)."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from pipeline.jobs.service_monitor import ServiceMonitor, StageState
 from pipeline.records.core import Document
+from pipeline.records.json import SourceFields
 from pipeline.reducers.service_rate import Estimate
 from pipeline.settings import ServiceRateSettings
 from pipeline.sink.clock_offset import ClockWatch
@@ -108,7 +108,7 @@ class Health:
         acknowledged, lag_mean, lag_max = self.sink.take_lag()
         letters = self.sink.deadletters.count()
         total = letters["documents"] + letters["inputs"]
-        values: dict[str, Any] = {
+        values: SourceFields = {
             "acknowledged": acknowledged,
             "queued": len(self.sink.queue),
             "spooled": self.sink.spool.pending(),
@@ -139,10 +139,10 @@ class Health:
             self.monitor.stop()
 
 
-def outcome_values(st: StageState, outcome: Estimate, bottleneck: str | None) -> dict[str, Any]:
+def outcome_values(st: StageState, outcome: Estimate, bottleneck: str | None) -> SourceFields:
     """The ``iolens.service_rate.*`` fields of a queue end's outcome: a converged estimate,
     or a failure of the seed method (which has no rate fields)."""
-    values: dict[str, Any] = {
+    values: SourceFields = {
         "queue": st.queue,
         "end": st.end,
         "method": "online_estimate",

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from pipeline.formats.fio.window import percentile_key
 from pipeline.jobs.darshan_evidence import mount_table
+from pipeline.records.json import Query, Response, SourceFields
 from pipeline.reducers.incident import (
     INCIDENT_DATASET,
     Breach,
@@ -63,7 +63,7 @@ def latest_ranking(
     return found
 
 
-def _range(since_s: float) -> dict[str, Any]:
+def _range(since_s: float) -> Query:
     return {"range": {"@timestamp": {"gte": int(since_s * 1000), "format": "epoch_millis"}}}
 
 
@@ -90,7 +90,7 @@ class IncidentJob:
     clock: Callable[[], float] = time.time
     written: int = 0
     ctx: DocContext | None = None
-    fence: Callable[[], Mapping[str, Any]] | None = None
+    fence: Callable[[], Mapping[str, object]] | None = None
 
     @property
     def ns(self) -> str:
@@ -178,7 +178,7 @@ class IncidentJob:
             if s.start_s >= since
         ]
 
-    def _documents(self, incidents: Iterable[Incident]) -> list[tuple[str, dict[str, Any]]]:
+    def _documents(self, incidents: Iterable[Incident]) -> list[tuple[str, SourceFields]]:
         ctx = self.ctx or DocContext(namespace=self.ns)
         sla = self.settings.incident.sla
         limits = (sla.percentile, sla.under_s * 1000)
@@ -190,8 +190,8 @@ class IncidentJob:
         return f"the SLA ({percentile_key(sla.percentile)} under {sla.under_s * 1000:g} ms)"
 
     def _hits(
-        self, stream: str, filters: Sequence[Mapping[str, Any]], sort: Sequence[Mapping[str, Any]]
-    ) -> Iterator[Mapping[str, Any]]:
+        self, stream: str, filters: Sequence[Query], sort: Sequence[Query]
+    ) -> Iterator[Response]:
         index = f"{stream}-{self.ns}"
         yield from iter_hits(self.client, index, {"bool": {"filter": list(filters)}}, sort)
 
@@ -210,7 +210,7 @@ class IncidentJob:
     def _windows(self, since: float) -> Iterator[LunWindow]:
         """Every window since ``since`` of the LUNs faulty in that time."""
         stream = "metrics-iolens.peer_anomaly"
-        sort: list[Mapping[str, Any]] = [
+        sort: list[Query] = [
             {"@timestamp": "asc"},
             {"iolens.peer.lun": "asc"},
             {"iolens.peer.metric": "asc"},
@@ -240,12 +240,12 @@ class IncidentJob:
         """fio job-scope intervals since ``since`` over the SLA."""
         sla = self.settings.incident.sla
         field = f"fio.clat_ns.{percentile_key(sla.percentile)}"
-        filters: list[Mapping[str, Any]] = [
+        filters: list[Query] = [
             _range(since),
             {"term": {"iolens.scope": "job"}},
             {"range": {field: {"gt": sla.under_s * 1e9}}},
         ]
-        sort: list[Mapping[str, Any]] = [
+        sort: list[Query] = [
             {"@timestamp": "asc"},
             {"host.name": "asc"},
             {"fio.prefix": "asc"},
@@ -262,11 +262,11 @@ class IncidentJob:
 
     def _jobs(self, since: float, luns: list[str]) -> Iterator[JobOnLun]:
         """Diagnosed Darshan jobs still running at ``since`` with critical files on ``luns``."""
-        filters: list[Mapping[str, Any]] = [
+        filters: list[Query] = [
             {"terms": {"iolens.io_diagnosis.critical_files.lun": luns}},
             {"range": {"iolens.io_diagnosis.end": {"gte": int(since * 1000)}}},
         ]
-        sort: list[Mapping[str, Any]] = [
+        sort: list[Query] = [
             {"@timestamp": "asc"},
             {"iolens.io_diagnosis.log_id": "asc"},
         ]
@@ -291,7 +291,7 @@ class IncidentJob:
         """``(time, LUN, rank, value)`` of the rankings of ``luns`` since ``since``, by time."""
         out = []
         filters = [_range(since), {"terms": {"iolens.persistence.lun": luns}}]
-        sort: list[Mapping[str, Any]] = [
+        sort: list[Query] = [
             {"@timestamp": "asc"},
             {"iolens.persistence.lun": "asc"},
             {"iolens.persistence.metric": "asc"},

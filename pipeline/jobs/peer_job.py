@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from pipeline.jobs.peer_diagnosis import group_of, metric_field
 from pipeline.jobs.peer_groups import PeerGroups
 from pipeline.jobs.peer_samples import SYSSTAT_FIELDS, diskio_query, epoch_s, metric_values
 from pipeline.records.core import Document
+from pipeline.records.json import JsonObject, Query, Response, Source
 from pipeline.reducers.peer_flags import WindowResult, skip_reason
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_stream import PeerDetector
@@ -47,7 +48,24 @@ from pipeline.sink.search import ClusterUnavailable
 
 log = logging.getLogger(__name__)
 
-Hits = Callable[[str, Mapping[str, Any], list[Mapping[str, Any]]], Iterable[Mapping[str, Any]]]
+Hits = Callable[[str, Query, list[Query]], Iterable[Response]]
+
+Grid = dict[str, tuple[list[float], dict[str, dict[float, Source]]]]
+"""Per peer group: its sorted sample times (epoch s) and, per LUN (``host/device``), its
+``sysstat.disk`` objects by sample time."""
+
+
+class PersistenceState(TypedDict):
+    """One metric's persistence accumulator as saved in the job's state.
+
+    Attributes:
+        metric: the metric (:attr:`Persistence.metric`).
+        values: accumulator per qualified LUN name (``group:host/device``), never negative;
+            absent before the metric's first run.
+    """
+
+    metric: str | None
+    values: NotRequired[dict[str, int]]
 
 
 def load_thresholds(path: Path) -> Thresholds | None:
@@ -100,8 +118,8 @@ class PeerJob:
     thresholds: Thresholds | None
     ctx: DocContext
     lease: Callable[[], bool]
-    load_state: Callable[[], dict[str, Any] | None]
-    save_state: Callable[[Mapping[str, Any]], None]
+    load_state: Callable[[], JsonObject | None]
+    save_state: Callable[[JsonObject], None]
     clock: Callable[[], float] = time.time
     monotonic: Callable[[], float] = time.monotonic
     refresh: Callable[[str], None] = lambda index: None
@@ -176,9 +194,9 @@ class PeerJob:
         if not grid:
             return 0
         created = self.clock() * 1000
-        detectors: dict[str, Any] = dict(state.get("detectors", {}))
-        accumulators: dict[str, Any] = dict(state.get("persistence", {}))
-        hours: dict[str, Any] = dict(state.get("hour", {}))
+        detectors: dict[str, JsonObject] = dict(state.get("detectors", {}))
+        accumulators: dict[str, PersistenceState] = dict(state.get("persistence", {}))
+        hours: dict[str, float | None] = dict(state.get("hour", {}))
         n = 0
         for metric in self.peer.metrics:
             results = self._detect(metric, grid, detectors)
@@ -217,8 +235,8 @@ class PeerJob:
         self,
         metric: str,
         results: list[WindowResult],
-        accumulators: dict[str, Any],
-        hours: dict[str, Any],
+        accumulators: dict[str, PersistenceState],
+        hours: dict[str, float | None],
         created: float,
     ) -> int:
         """Emit the windows of ``metric`` and feed its persistence accumulator, emitting the
@@ -237,17 +255,15 @@ class PeerJob:
         hours[metric] = hour
         return len(results)
 
-    def _read(
-        self, watermark: float | None, until: float
-    ) -> dict[str, tuple[list[float], dict[str, dict[float, Any]]]]:
+    def _read(self, watermark: float | None, until: float) -> Grid:
         """Per peer group: sorted sample times and, per LUN, its samples by time."""
         index = stream_name("metrics", DISKIO_DATASET, self.ctx.namespace)
-        sort: list[Mapping[str, Any]] = [
+        sort: list[Query] = [
             {"@timestamp": "asc"},
             {"host.name": "asc"},
             {"system.diskio.name": "asc"},
         ]
-        groups: dict[str, tuple[set[float], dict[str, dict[float, Any]]]] = {}
+        groups: dict[str, tuple[set[float], dict[str, dict[float, Source]]]] = {}
         self.refresh(index)
         query = diskio_query(self.peer.downsample_s, watermark, until)
         for hit in self.hits(index, query, sort):
@@ -263,8 +279,8 @@ class PeerJob:
     def _detect(
         self,
         metric: str,
-        grid: Mapping[str, tuple[list[float], dict[str, dict[float, Any]]]],
-        detectors: dict[str, Any],
+        grid: Grid,
+        detectors: dict[str, JsonObject],
     ) -> list[WindowResult]:
         field_name = SYSSTAT_FIELDS[metric_field(metric)[0]]
         scale = metric_field(metric)[1]
@@ -282,7 +298,7 @@ class PeerJob:
         return out
 
     def _detector(
-        self, group: str, metric: str, seen: set[str], saved: Mapping[str, Any] | None
+        self, group: str, metric: str, seen: set[str], saved: JsonObject | None
     ) -> PeerDetector | None:
         """The group's detector: the saved one while no new LUN appeared in ``seen``, else a
         new one (None for fewer than 3 LUNs or a group without a threshold)."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 
 from pipeline.records.core import svctm_ms
+from pipeline.records.json import Query, Source
 
 SYSSTAT_FIELDS = {
     "tps": "tps",
@@ -26,7 +26,7 @@ SYSSTAT_FIELDS = {
 """DiskSample field -> its name under ``sysstat.disk`` in the diskio documents."""
 
 
-def _disk_value(disk: Mapping[str, Any], name: str) -> float:
+def _disk_value(disk: Source, name: str) -> float:
     """One ``sysstat.disk`` value of a diskio document; ``svctm`` derived from util and tps."""
     if name == "svctm":
         return svctm_ms(float(disk["util"]), float(disk["tps"]))
@@ -38,14 +38,14 @@ def epoch_s(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-def diskio_query(span_s: float, watermark: float | None, until: float) -> dict[str, Any]:
+def diskio_query(span_s: float, watermark: float | None, until: float) -> Query:
     """The diskio documents of ``span_s`` intervals after ``watermark`` up to ``until`` (s)."""
-    rng: dict[str, Any] = {}
+    rng: dict[str, int | str] = {}
     if watermark is not None:
         rng["gt"] = int(watermark * 1000)
     if math.isfinite(until):
         rng["lte"] = int(until * 1000)
-    filters: list[Mapping[str, Any]] = [{"term": {"sysstat.disk.interval_s": span_s}}]
+    filters: list[Query] = [{"term": {"sysstat.disk.interval_s": span_s}}]
     if rng:
         rng["format"] = "epoch_millis"
         filters.append({"range": {"@timestamp": rng}})
@@ -55,7 +55,7 @@ def diskio_query(span_s: float, watermark: float | None, until: float) -> dict[s
 def metric_values(
     luns: Sequence[str],
     times: Sequence[float],
-    samples: Mapping[str, Mapping[float, Any]],
+    samples: Mapping[str, Mapping[float, Source]],
     field_name: str,
     scale: float,
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -36,10 +36,10 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pipeline.reducers.seed_rate import SeedRateEstimator
 from pipeline.reducers.service_rate import Estimate, RateEstimator, ServiceRateEstimator
@@ -54,6 +54,55 @@ THROUGHPUT_WINDOW_S = 10.0
 
 STATE_FILE = "service_rates.json"
 """Where the current rates are written in the state directory."""
+
+EstimateValues = dict[str, float | str | None]
+"""An estimate as plain values: the fields of :class:`Estimate` (rates in items/s, periods in
+s, ``confidence`` and ``estimator`` as strings), or for a measured stage only ``rate_per_s``
+and ``confidence``."""
+
+
+class StageRow(TypedDict):
+    """One stage in a :class:`RatesSnapshot` (rates in items/s, shares in [0, 1]).
+
+    Attributes:
+        queue / end: the queue end a monitored stage is measured at; None for a stage of the
+            main thread (measured, not estimated).
+        estimate: its latest estimate (:data:`EstimateValues`); None before the first.
+        estimates: converged estimates so far (0 for a measured stage).
+        failures / method_failed: times the seed method failed at this end, and whether the
+            latest outcome was such a failure (monitored stages only).
+        throughput_per_s / blocked_share / utilisation: over the last
+            ``THROUGHPUT_WINDOW_S``; None for a measured stage or while unknown.
+        busy_s: seconds a measured stage spent working (measured stages only).
+    """
+
+    queue: str | None
+    end: str | None
+    estimate: EstimateValues | None
+    estimates: int
+    failures: NotRequired[int]
+    method_failed: NotRequired[bool]
+    throughput_per_s: float | None
+    blocked_share: float | None
+    utilisation: float | None
+    busy_s: NotRequired[float]
+
+
+class RatesSnapshot(TypedDict):
+    """The current rates as plain values, as written to :data:`STATE_FILE` (JSON).
+
+    Attributes:
+        time: when they were taken, epoch s.
+        stages: stage name -> its :class:`StageRow`.
+        bottleneck: the stage that limits throughput now; None while unknown.
+        within: the main-thread stage (``read``, ``parse``) that takes most of the produce
+            stage's time when ``produce`` is the bottleneck; else None.
+    """
+
+    time: float
+    stages: dict[str, StageRow]
+    bottleneck: str | None
+    within: str | None
 
 
 @dataclass
@@ -252,7 +301,7 @@ class ServiceMonitor:
             return "produce"  # the queue was empty most of the time
         return max(util, key=lambda s: util[s]) if util else None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> RatesSnapshot:
         """The current rates as plain values: per stage its estimate, throughput, blocked
         share and utilisation, and the bottleneck."""
         bottleneck = self.bottleneck()
@@ -278,7 +327,7 @@ class ServiceMonitor:
             # else: a full disk is said once by the sink; the rates are written again next time
 
 
-def _estimated_row(st: StageState) -> dict[str, Any]:
+def _estimated_row(st: StageState) -> StageRow:
     """A monitored queue end's stage as plain values: its estimate, throughput, blocked share
     and utilisation."""
     return {
@@ -294,10 +343,12 @@ def _estimated_row(st: StageState) -> dict[str, Any]:
     }
 
 
-def _measured_row(bst: BusyStage) -> dict[str, Any]:
+def _measured_row(bst: BusyStage) -> StageRow:
     """A stage of the main thread as plain values: its measured rate and busy time."""
     rate = bst.rate()
-    measured = None if rate is None else {"rate_per_s": rate, "confidence": "exact"}
+    measured: EstimateValues | None = (
+        None if rate is None else {"rate_per_s": rate, "confidence": "exact"}
+    )
     return {
         "queue": None,
         "end": None,
@@ -317,11 +368,11 @@ def make_estimator(settings: ServiceRateSettings) -> RateEstimator:
     return ServiceRateEstimator(t0_s=settings.t0_s, cap_s=settings.cap_s)
 
 
-def read_state(state_dir: Path) -> Mapping[str, Any] | None:
+def read_state(state_dir: Path) -> RatesSnapshot | None:
     """The rates the last (or the running) pipeline wrote in ``state_dir``; None without any."""
     path = state_dir / STATE_FILE
     try:
-        data: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        data: RatesSnapshot = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as err:
