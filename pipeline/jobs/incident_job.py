@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -41,7 +41,7 @@ from pipeline.settings import Settings
 from pipeline.sink.client import Client
 from pipeline.sink.documents import DocContext
 from pipeline.sink.incident_documents import incident_source, write_incidents
-from pipeline.sink.lease import LeaseLost
+from pipeline.sink.lease import LeaseLost, LeaseStamp
 from pipeline.sink.search import ClusterUnavailable, RequestRejected, iter_hits, refresh
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class IncidentJob:
     clock: Callable[[], float] = time.time
     written: int = 0
     ctx: DocContext | None = None
-    fence: Callable[[], Mapping[str, object]] | None = None
+    fence: Callable[[], LeaseStamp] | None = None
 
     @property
     def ns(self) -> str:

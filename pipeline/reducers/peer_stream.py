@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -78,7 +76,7 @@ class PeerDetector:
         }
 
     @classmethod
-    def restore(cls, group: str, metric: str, state: Mapping[str, Any]) -> PeerDetector:
+    def restore(cls, group: str, metric: str, state: JsonObject) -> PeerDetector:
         """A detector continuing exactly where :meth:`state` was taken.
 
         Raises:

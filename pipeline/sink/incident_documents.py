@@ -11,8 +11,7 @@ and a conflict (another instance wrote first) leaves it for the next run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from elasticsearch import ConflictError, Elasticsearch, NotFoundError
 
@@ -20,7 +19,7 @@ from pipeline.records.json import Response, Source, SourceFields
 from pipeline.reducers.incident import INCIDENT_DATASET, Incident
 from pipeline.sink.documents import DocContext, iso_ms, stream_name
 from pipeline.sink.fenced import generation_of
-from pipeline.sink.lease import LeaseLost
+from pipeline.sink.lease import LeaseLost, LeaseStamp
 from pipeline.sink.search import request_errors
 
 log = logging.getLogger(__name__)
@@ -102,7 +101,7 @@ def write_incidents(
     client: Elasticsearch,
     namespace: str,
     docs: Sequence[tuple[str, SourceFields]],
-    stamp: Mapping[str, Any] | None = None,
+    stamp: LeaseStamp | None = None,
 ) -> int:
     """Create new incidents and update changed ones in place; returns documents written.
 
