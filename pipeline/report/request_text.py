@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from pipeline.reducers.stitch import Stitched
 from pipeline.report.request_rows import endpoint_dict, offset_dict
+from pipeline.report.workload import ClusterRow, IndexedModel
 
 
 def print_requests(out: TextIO, rows: list[dict[str, Any]]) -> None:
@@ -95,7 +96,7 @@ def stitch_summary(result: Stitched) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def print_indexed_models(out: TextIO, models: list[dict[str, Any]], name: str | None) -> None:
+def print_indexed_models(out: TextIO, models: list[IndexedModel], name: str | None) -> None:
     """The workload models as indexed (:func:`~pipeline.report.workload.indexed_models`), per
     cluster its counts, mean times, diameter and separation; ``name`` is the model asked for
     (None: all)."""
@@ -116,7 +117,7 @@ def print_indexed_models(out: TextIO, models: list[dict[str, Any]], name: str | 
             out.write(f"  model error: {errs}\n")
 
 
-def _indexed_cluster_text(cl: dict[str, Any]) -> str:
+def _indexed_cluster_text(cl: ClusterRow) -> str:
     sep = cl.get("separation")
     return (
         f"  cluster {cl['cluster']}: {cl['requests']} requests ({cl['share']:.1%}), "
