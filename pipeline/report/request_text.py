@@ -5,14 +5,15 @@ clocks and unattached fragments, and the models as indexed by the ``events`` dro
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+from typing import TextIO
 
+from pipeline.records.json import JsonObject
 from pipeline.reducers.stitch import Stitched
-from pipeline.report.request_rows import endpoint_dict, offset_dict
+from pipeline.report.request_rows import ClockOffsetRow, EndpointRow, endpoint_dict, offset_dict
 from pipeline.report.workload import ClusterRow, IndexedModel
 
 
-def print_requests(out: TextIO, rows: list[dict[str, Any]]) -> None:
+def print_requests(out: TextIO, rows: list[JsonObject]) -> None:
     """One block per request row (:func:`~pipeline.report.request_rows.request_dict`, with the
     stitched and clustered fields when present)."""
     for row in rows:
@@ -34,7 +35,7 @@ def print_requests(out: TextIO, rows: list[dict[str, Any]]) -> None:
             out.write(f"  unmatched: {ends}\n")
 
 
-def offset_text(c: dict[str, Any]) -> str:
+def offset_text(c: ClockOffsetRow) -> str:
     """A clock offset row (:func:`~pipeline.report.request_rows.offset_dict`) in ms."""
 
     def ms(v: int | None) -> str:
@@ -46,12 +47,12 @@ def offset_text(c: dict[str, Any]) -> str:
     )
 
 
-def endpoint_text(e: dict[str, Any]) -> str:
+def endpoint_text(e: EndpointRow) -> str:
     """An endpoint row: ``event attribute=value on machine``."""
     return f"{e['event']} {e['attribute']}={e['value']} on {e['machine']}"
 
 
-def print_model(out: TextIO, model: dict[str, Any]) -> None:
+def print_model(out: TextIO, model: JsonObject) -> None:
     """The workload model row (:func:`~pipeline.report.request_rows.model_dict`)."""
     out.write(f"workload model (threshold {model['threshold']:g}):\n")
     for cl in model["clusters"]:
