@@ -3,6 +3,8 @@
 One row per request (:func:`request_dict`: times in ns and ms, its canonical form, and its
 cluster with ``--cluster``); a stitched request adds its machines and clock offsets
 (:func:`stitch_dict`); unattached fragments and the workload model get rows of their own.
+These rows are JSON lines written whole (``JsonObject``); the clock offsets and endpoints in
+them are typed rows (:class:`ClockOffsetRow`, :class:`EndpointRow`) the text report reads too.
 """
 
 from __future__ import annotations
