@@ -8,10 +8,10 @@ of the workload model. A stream with nothing indexed gives ``None`` (or an empty
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from pipeline.records.json import Query, Source
 from pipeline.sink.client import Client
 from pipeline.sink.search import iter_hits, refresh
 
@@ -50,7 +50,7 @@ class Diagnosis:
         jobs: Darshan jobs indexed; diagnosed: of them, low-bandwidth jobs diagnosed.
     """
 
-    source: Mapping[str, Any]
+    source: Source
     job_id: str
     exe: str
     jobs: int
@@ -69,8 +69,8 @@ class Cluster:
 
 
 def _sources(
-    client: Client, index: str, sort: Sequence[str], query: Mapping[str, Any] | None = None
-) -> list[Mapping[str, Any]]:
+    client: Client, index: str, sort: Sequence[str], query: Query | None = None
+) -> list[Source]:
     """Every ``_source`` of ``index`` in ``sort`` order (ascending)."""
     refresh(client, index)
     order = [{f: "asc"} for f in sort]
@@ -93,7 +93,7 @@ def indicted(client: Client, namespace: str) -> list[Indicted]:
         )
     ]
     ranks = _persistence(client, namespace)
-    by_lun: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    by_lun: dict[tuple[str, str], list[Source]] = {}
     for p in peer:
         by_lun.setdefault((p["peer"]["lun"], p["peer"]["metric"]), []).append(p)
     found = []

@@ -19,16 +19,15 @@ The configuration itself is the packaged ``config/demo.yaml`` with these paths f
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import platformdirs
 import yaml
 
 from pipeline.assets import required
 from pipeline.errors import ConfigError
+from pipeline.records.json import JsonObject
 from pipeline.settings import DEFAULT_CONFIG, Settings, load_settings, settings_from_mapping
 from pipeline.sink.disk import write_atomically
 
@@ -80,7 +79,7 @@ def choose_layout(directory: Path | None, cwd: Path) -> DemoLayout:
     return DemoLayout(data, state, data / "noida-db", data / "iolens.yaml")
 
 
-def demo_config(layout: DemoLayout) -> dict[str, Any]:
+def demo_config(layout: DemoLayout) -> JsonObject:
     """The packaged ``config/demo.yaml`` with the layout's paths filled in."""
     data = yaml.safe_load(required("config", "demo.yaml").read_text(encoding="utf-8"))
     data["state_dir"] = str(layout.state_dir)
@@ -111,7 +110,7 @@ def demo_settings(layout: DemoLayout, es_url: str | None) -> Settings:
     return settings
 
 
-def write_config(path: Path, data: Mapping[str, Any]) -> None:
+def write_config(path: Path, data: JsonObject) -> None:
     """``data`` as the YAML file ``path`` (replaced atomically), with a header saying what it is."""
     quoted = shlex.quote(str(path))
     header = [

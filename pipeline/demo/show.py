@@ -7,7 +7,6 @@ import shlex
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -61,7 +60,7 @@ def print_indicted(console: Console, found: Sequence[Indicted]) -> None:
         )
 
 
-def _factors(f: Mapping[str, Any]) -> str:
+def _factors(f: Mapping[str, float]) -> str:
     names = (
         ("small", "small I/O"),
         ("non_consec", "non-consecutive"),

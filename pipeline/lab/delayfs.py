@@ -114,7 +114,7 @@ class PassThrough:
         if s > 0:
             time.sleep(s)
 
-    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, float]:
         from fuse import FuseOSError  # fusepy; only the lab needs it
 
         try:

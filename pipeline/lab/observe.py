@@ -14,11 +14,10 @@ The lag of each is that time minus the fault's onset (``bench/lab_lag.py`` print
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pipeline.lab.params import LabResult
+from pipeline.records.json import Query, Source
 from pipeline.sink.client import Client
 from pipeline.sink.search import ClusterUnavailable, count, iter_hits, refresh
 
@@ -49,11 +48,11 @@ class Observer:
     def _index(self, stream: str) -> str:
         return f"{stream}-{self.namespace}"
 
-    def _after(self) -> dict[str, Any]:
+    def _after(self) -> Query:
         ms = int(self.since_s * 1000)
         return {"range": {"@timestamp": {"gte": ms, "format": "epoch_millis"}}}
 
-    def queries(self) -> dict[str, tuple[str, dict[str, Any]]]:
+    def queries(self) -> dict[str, tuple[str, Query]]:
         """Stream -> (data stream, query) of the first sign of the fault."""
         return {
             "fio": ("metrics-fio.latency", self._fio_query()),
@@ -63,7 +62,7 @@ class Observer:
             "incident": ("logs-iolens.incident", self._incident_query()),
         }
 
-    def _fio_query(self) -> dict[str, Any]:
+    def _fio_query(self) -> Query:
         """The slow LUN's fio job over the SLA (its job-scope p95 above ``sla_ms``)."""
         host, prefix, job = self.fio_job
         return _all(
@@ -75,7 +74,7 @@ class Observer:
             {"range": {"fio.clat_ns.p95": {"gt": self.sla_ms * 1e6}}},
         )
 
-    def _sysstat_query(self) -> dict[str, Any]:
+    def _sysstat_query(self) -> Query:
         """The slow LUN's device with an await above ``sla_ms``."""
         device = self.lun.split("/", 1)[1]
         return _all(
@@ -84,7 +83,7 @@ class Observer:
             {"range": {"sysstat.disk.await": {"gt": self.sla_ms}}},
         )
 
-    def _peer_query(self) -> dict[str, Any]:
+    def _peer_query(self) -> Query:
         """A window after ``since_s`` that marks the slow LUN faulty."""
         return _all(
             {"range": {"iolens.peer.window.end_s": {"gte": self.since_s}}},
@@ -92,7 +91,7 @@ class Observer:
             {"term": {"iolens.faulty": True}},
         )
 
-    def _darshan_query(self) -> dict[str, Any]:
+    def _darshan_query(self) -> Query:
         """A job diagnosis that names the slow LUN as anomalous."""
         return _all(
             {"range": {"iolens.io_diagnosis.end": {"gte": int(self.since_s * 1000)}}},
@@ -100,7 +99,7 @@ class Observer:
             {"term": {"iolens.io_diagnosis.causes.lun": self.lun}},
         )
 
-    def _incident_query(self) -> dict[str, Any]:
+    def _incident_query(self) -> Query:
         """An incident on the slow LUN that started at most a minute before ``since_s``."""
         start_ms = int(self.since_s * 1000) - 60_000
         return _all(
@@ -125,11 +124,11 @@ class Observer:
         return {s: (self.seen[s] - self.since_s if s in self.seen else None) for s in STREAMS}
 
 
-def _all(*filters: Mapping[str, Any]) -> dict[str, Any]:
+def _all(*filters: Query) -> Query:
     return {"bool": {"filter": list(filters)}}
 
 
-def incidents(client: Client, namespace: str, since_s: float) -> list[dict[str, Any]]:
+def incidents(client: Client, namespace: str, since_s: float) -> list[Source]:
     """The incident documents (``_source``) that started at or after ``since_s``, by start."""
     index = f"logs-iolens.incident-{namespace}"
     refresh(client, index)
@@ -142,7 +141,7 @@ def incidents(client: Client, namespace: str, since_s: float) -> list[dict[str, 
     ]
 
 
-def count_since(client: Client, stream: str, namespace: str, query: Mapping[str, Any]) -> int:
+def count_since(client: Client, stream: str, namespace: str, query: Query) -> int:
     """Documents of ``stream``'s namespace matching ``query`` (0 when it does not exist)."""
     index = f"{stream}-{namespace}"
     refresh(client, index)

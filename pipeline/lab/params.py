@@ -5,11 +5,11 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pipeline.lab.darshan_build import default_cache_dir
 from pipeline.lab.storage import Storage
 from pipeline.lab.workload import LabJob
+from pipeline.records.json import JsonObject, Source
 
 
 def first_job_id(now_s: float) -> int:
@@ -119,7 +119,7 @@ def free_port(preferred: int) -> int:
         return int(s.getsockname()[1])
 
 
-def lab_config(p: LabParams, root: Path, st: Storage, host: str) -> dict[str, Any]:
+def lab_config(p: LabParams, root: Path, st: Storage, host: str) -> JsonObject:
     """The ``iolens run`` configuration of a lab: its drops and the parameters that make a
     few minutes enough (1 s sysstat samples, short windows, every job diagnosed)."""
     return {
@@ -156,7 +156,7 @@ def _drops(drops: Path, host: str) -> list[dict[str, str]]:
     ]
 
 
-def _peer(st: Storage, host: str) -> dict[str, Any]:
+def _peer(st: Storage, host: str) -> JsonObject:
     """The peer comparison of the lab's LUNs, one peer group (``lab``), on 1 s samples with
     short windows, ranked every minute."""
     return {
@@ -199,7 +199,7 @@ class LabResult:
     devices: dict[int, str]
     mounts: dict[int, str]
     jobs: list[LabJob]
-    incidents: list[dict[str, Any]] = field(default_factory=list)
+    incidents: list[Source] = field(default_factory=list)
     lags: dict[str, float | None] = field(default_factory=dict)
     lun_hosts: dict[int, str] = field(default_factory=dict)
     events: list[tuple[float, str]] = field(default_factory=list)

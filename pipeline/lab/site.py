@@ -38,6 +38,7 @@ from pipeline.lab.run import Lab, Step
 from pipeline.lab.storage import LabError, Storage
 from pipeline.lab.sysstat import SadcRecorder
 from pipeline.lab.workload import LabJob
+from pipeline.records.json import JsonObject
 from pipeline.sink.lease import LEASE_INDEX
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ class SiteLab(Lab):
                 out.writerow([name, lun.kernel_name, "lab", lun.name])
         return path
 
-    def config(self, h: int, st: Storage) -> dict[str, Any]:
+    def config(self, h: int, st: Storage) -> JsonObject:
         """Host ``h``'s ``iolens run`` configuration."""
         cfg = lab_config(self.p, self.host_dir(h), st, self.hosts.name(h))
         cfg["drops"] = [d for d in cfg["drops"] if h == 1 or d["type"] in ("fio-hist", "sadf")]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from pipeline.lab.params import LabResult
+from pipeline.records.json import Source
 
 LAG_NAMES = {
     "fio": "fio interval over the SLA searchable",
@@ -115,7 +115,7 @@ def _data_lines(r: LabResult) -> list[str]:
     ]
 
 
-def incident_lines(doc: Mapping[str, Any], names: Mapping[str, str]) -> list[str]:
+def incident_lines(doc: Source, names: Mapping[str, str]) -> list[str]:
     """One incident document as a block of text."""
     i = doc["iolens"]["incident"]
     span = f"{_iso_hms(i['start'])} -> {_iso_hms(i.get('end'))} UTC"

@@ -7,7 +7,7 @@ values and MiB/s in the text; times are seconds.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from pipeline.records.darshan_rows import DarshanJobRow
 from pipeline.reducers.darshan_job import JobAnalysis
@@ -17,7 +17,79 @@ MiB = 2**20
 GiB = 2**30
 
 
-def diagnosis_dict(d: Diagnosis, top: int | None = None) -> dict[str, Any]:
+class CriticalFileRow(TypedDict):
+    """A critical file: its ``name``, exclusive time (``exclusive_s``, s) and ``share`` of the
+    critical path (0-1), the ``osts`` of its stripes, the processes that accessed it
+    (``nprocs``) and its ``stripe_count`` (0 off Lustre)."""
+
+    name: str
+    exclusive_s: float
+    share: float
+    osts: list[int]
+    nprocs: int
+    stripe_count: int
+
+
+class CauseRow(TypedDict):
+    """A cause: its ``kind``, a ``message`` with the numbers, the ``ost`` concerned (None: no
+    one OST) and its ``source`` (``darshan``, ``lmt`` or ``peer``)."""
+
+    kind: str
+    message: str
+    ost: int | None
+    source: str
+
+
+class InsightRow(TypedDict):
+    """A Drishti-style insight: its ``code`` (``P05``), ``level`` (``high``, ``warn``,
+    ``info``, ``ok``), ``message`` and the ``files`` most concerned (up to three)."""
+
+    code: str
+    level: str
+    message: str
+    files: list[str]
+
+
+class DiagnosisRow(TypedDict):
+    """One job's diagnosis as ``iolens darshan diagnose --json`` writes it.
+
+    Attributes:
+        log: the log's path; job_id: the scheduler's job id (text).
+        exe, nprocs, pattern, interface, bytes_read, bytes_written, run_time_s: the job's
+            ``darshan.job`` fields (bytes, s; None where the log does not say).
+        io_time_s, span_s: the I/O time on the critical path and its span, s.
+        bandwidth_bytes_per_s: ``critical_path``, ``naive``, ``darshan``, ``read``,
+            ``write`` -> bytes/s (None where undefined).
+        low_bandwidth: directions (``read``/``write``) in which the job is low-bandwidth.
+        direction: the direction of the factors; factors: factor -> value (None: undefined).
+        critical_files: the first critical files; critical_file_count: how many there are.
+        slow_osts: OSTs far slower than the job's others.
+        causes, insights: what the diagnosis found.
+    """
+
+    log: str
+    job_id: str
+    exe: str | None
+    nprocs: int
+    pattern: str | None
+    interface: str | None
+    bytes_read: int
+    bytes_written: int
+    run_time_s: float
+    io_time_s: float
+    span_s: float
+    bandwidth_bytes_per_s: dict[str, float | None]
+    low_bandwidth: list[str]
+    direction: str
+    critical_files: list[CriticalFileRow]
+    critical_file_count: int
+    factors: dict[str, float | None]
+    slow_osts: list[int]
+    causes: list[CauseRow]
+    insights: list[InsightRow]
+
+
+def diagnosis_dict(d: Diagnosis, top: int | None = None) -> DiagnosisRow:
     """A diagnosis as JSON-able values (bandwidths in bytes/s, times in s); ``top`` critical
     files at most (all with None)."""
     a = d.analysis
@@ -41,22 +113,22 @@ def diagnosis_dict(d: Diagnosis, top: int | None = None) -> dict[str, Any]:
         "critical_file_count": len(a.critical),
         "factors": dict(a.factors),
         "slow_osts": [o.ost for o in a.osts if o.slow],
-        **_findings(d),
+        "causes": _causes(d),
+        "insights": _insights(d),
     }
 
 
-def _findings(d: Diagnosis) -> dict[str, list[dict[str, Any]]]:
-    """``causes`` and ``insights``."""
-    return {
-        "causes": [
-            {"kind": c.kind, "message": c.message, "ost": c.ost, "source": c.source}
-            for c in d.causes
-        ],
-        "insights": [
-            {"code": i.code, "level": i.level, "message": i.message, "files": list(i.files)}
-            for i in d.insights
-        ],
-    }
+def _causes(d: Diagnosis) -> list[CauseRow]:
+    return [
+        {"kind": c.kind, "message": c.message, "ost": c.ost, "source": c.source} for c in d.causes
+    ]
+
+
+def _insights(d: Diagnosis) -> list[InsightRow]:
+    return [
+        {"code": i.code, "level": i.level, "message": i.message, "files": list(i.files)}
+        for i in d.insights
+    ]
 
 
 def _bandwidths(job: DarshanJobRow) -> dict[str, float | None]:
@@ -69,7 +141,7 @@ def _bandwidths(job: DarshanJobRow) -> dict[str, float | None]:
     }
 
 
-def _critical_files(a: JobAnalysis, top: int | None) -> list[dict[str, Any]]:
+def _critical_files(a: JobAnalysis, top: int | None) -> list[CriticalFileRow]:
     return [
         {
             "name": cf.name,

@@ -19,7 +19,7 @@ searched (the data stream, the period, the filters) and what the data stream hol
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
@@ -30,6 +30,76 @@ from pipeline.sink.search import count, newest, oldest
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 SIZE_ORDER = ("One", "Small", "Medium", "Large")
 READ_BINS = ("0", *(f"({i}, {i + 10}]" for i in range(0, 90, 10)), "(90, 100)", "100")
+
+
+class TopApplication(TypedDict):
+    """One executable of a ranking by bytes (Figures 5 and 6).
+
+    Attributes:
+        exe: the executable (``(unknown)`` when the log names none).
+        bytes: its jobs' bytes read (or written), summed.
+        jobs: how many jobs ran it.
+        share: ``bytes`` as a fraction (0-1) of all jobs' bytes; 0.0 when there are none.
+    """
+
+    exe: str
+    bytes: int
+    jobs: int
+    share: float
+
+
+SizeInterfaces = TypedDict(
+    "SizeInterfaces",
+    {"jobs": int, "POSIX": float, "MPI-IO independent": float, "MPI-IO collective": float},
+)
+"""One size class of Figure 10: its ``jobs`` and the fraction (0-1) of them using POSIX,
+MPI-IO independent and MPI-IO collective."""
+
+
+class Searched(TypedDict):
+    """What a search for jobs that found none covered (:func:`searched`).
+
+    Attributes:
+        data_stream: the job table's data stream; field: the time field (``@timestamp``).
+        start, end: the period searched (ISO, UTC); None: unbounded on that side.
+        filters: the filters besides the period (none).
+        indexed_jobs: jobs in the data stream at any time (0 when it does not exist).
+        first_start, last_start: the earliest/latest job start there (ISO; None without jobs).
+    """
+
+    data_stream: str
+    field: str
+    start: str | None
+    end: str | None
+    filters: list[str]
+    indexed_jobs: int
+    first_start: str | None
+    last_start: str | None
+
+
+class DarshanStats(TypedDict):
+    """The first-order statistics of a job table (:func:`first_order`).
+
+    Attributes:
+        jobs: jobs (Darshan logs); jobs_with_io: of them, jobs that did I/O.
+        top_read, top_write: the applications ranked by bytes read / written.
+        seq_ratio_percentiles: percentile (``"50"``) -> sequential-I/O ratio (0-1); empty
+            without any job with I/O.
+        read_ratio_bins: :data:`READ_BINS` bin -> jobs.
+        sharing_patterns: file-sharing pattern (``N-1``) -> jobs of more than one process.
+        interfaces_by_size: size class (:data:`SIZE_ORDER`) with jobs -> its interfaces.
+        searched: with no job, what was searched (added by the caller).
+    """
+
+    jobs: int
+    jobs_with_io: int
+    top_read: list[TopApplication]
+    top_write: list[TopApplication]
+    seq_ratio_percentiles: dict[str, float]
+    read_ratio_bins: dict[str, int]
+    sharing_patterns: dict[str, int]
+    interfaces_by_size: dict[str, SizeInterfaces]
+    searched: NotRequired[Searched]
 
 
 def _read_bin(r: float) -> str:
@@ -43,7 +113,7 @@ def _read_bin(r: float) -> str:
     return f"({lo}, {lo + 10}]"
 
 
-def first_order(jobs: pd.DataFrame, top: int = 10) -> dict[str, Any]:
+def first_order(jobs: pd.DataFrame, top: int = 10) -> DarshanStats:
     """The statistics of the module docstring, as plain values.
 
     Args:
@@ -51,10 +121,7 @@ def first_order(jobs: pd.DataFrame, top: int = 10) -> dict[str, Any]:
         top: applications listed per ranking.
 
     Returns:
-        ``{"jobs": n, "jobs_with_io": n, "top_read": [...], "top_write": [...],
-        "seq_ratio_percentiles": {p: value}, "read_ratio_bins": {bin: jobs},
-        "sharing_patterns": {pattern: jobs}, "interfaces_by_size": {class: {interface: share,
-        "jobs": n}}}``; shares are fractions (0-1).
+        the :class:`DarshanStats` (without ``searched``); shares are fractions (0-1).
     """
     n = len(jobs)
     if n == 0:
@@ -74,7 +141,7 @@ def first_order(jobs: pd.DataFrame, top: int = 10) -> dict[str, Any]:
     }
 
 
-def _empty_stats() -> dict[str, Any]:
+def _empty_stats() -> DarshanStats:
     """The statistics of an empty job table (new containers each time)."""
     return {
         "jobs": 0,
@@ -88,7 +155,7 @@ def _empty_stats() -> dict[str, Any]:
     }
 
 
-def top_applications(df: pd.DataFrame, col: str, top: int) -> list[dict[str, Any]]:
+def top_applications(df: pd.DataFrame, col: str, top: int) -> list[TopApplication]:
     """Executables ranked by the sum of ``col`` (``bytes_read``/``bytes_written``), the first
     ``top`` with any bytes: ``exe``, ``bytes``, ``jobs`` and ``share`` of all jobs' bytes
     (Figures 5 and 6)."""
@@ -129,10 +196,10 @@ def sharing_patterns(io: pd.DataFrame) -> dict[str, int]:
     }
 
 
-def interfaces_by_size(io: pd.DataFrame) -> dict[str, dict[str, Any]]:
+def interfaces_by_size(io: pd.DataFrame) -> dict[str, SizeInterfaces]:
     """Per size class with jobs: ``jobs`` and the share of them using POSIX, MPI-IO independent
     and MPI-IO collective (Figure 10)."""
-    by_size: dict[str, dict[str, Any]] = {}
+    by_size: dict[str, SizeInterfaces] = {}
     for cls in SIZE_ORDER:
         sub = io[io["size_class"] == cls]
         if not len(sub):
@@ -150,7 +217,7 @@ def interfaces_by_size(io: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 def searched(
     client: Client, index: str, start: pd.Timestamp | None, end: pd.Timestamp | None
-) -> dict[str, Any]:
+) -> Searched:
     """What a search for jobs that found none covered, and what ``index`` holds.
 
     Args:
@@ -160,10 +227,8 @@ def searched(
             None: unbounded on that side.
 
     Returns:
-        ``{"data_stream": index, "field": "@timestamp", "start": ISO or None, "end": ISO or
-        None, "filters": [] (no filter besides the period), "indexed_jobs": jobs in the data
-        stream at any time (0 when it does not exist), "first_start"/"last_start": the
-        earliest/latest ``@timestamp`` there (ISO, None without jobs)}``.
+        the :class:`Searched`: ``data_stream`` is ``index``, ``field`` ``@timestamp``,
+        ``filters`` empty (no filter besides the period).
 
     Raises:
         ClusterUnavailable: the cluster cannot answer now.
@@ -195,7 +260,7 @@ def _iso(ts: pd.Timestamp) -> str:
     return str(ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
 
 
-def format_searched(where: dict[str, Any]) -> list[str]:
+def format_searched(where: Searched) -> list[str]:
     """The lines that say what a search that found no job covered (see :func:`searched`)."""
     start, end = where["start"], where["end"]
     if start is None and end is None:
@@ -223,16 +288,16 @@ def format_searched(where: dict[str, Any]) -> list[str]:
     return lines
 
 
-def format_text(stats: dict[str, Any]) -> str:
+def format_text(stats: DarshanStats) -> str:
     """The statistics as the text ``iolens darshan stats`` prints; with no job and
     ``stats["searched"]`` (:func:`searched`), what was searched instead of empty sections."""
     gib = 2**30
     lines = [f"jobs: {stats['jobs']} ({stats['jobs_with_io']} with I/O)"]
     if not stats["jobs"] and "searched" in stats:
         return "\n".join([*lines, *format_searched(stats["searched"])]) + "\n"
-    for key, what in (("top_read", "read"), ("top_write", "written")):
+    for ranking, what in ((stats["top_read"], "read"), (stats["top_write"], "written")):
         lines.append(f"\ntop applications by bytes {what}:")
-        for r in stats[key]:
+        for r in ranking:
             size = f"{r['bytes'] / gib:12.2f} GiB"
             lines.append(f"  {size}  {r['share']:6.1%}  {r['jobs']:5d} jobs  {r['exe']}")
     if stats["seq_ratio_percentiles"]:

@@ -23,7 +23,7 @@ open) shaded on every row. Plain searches, one per stream.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +32,7 @@ import pandas as pd  # type: ignore[import-untyped]
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pipeline.records.json import Source
 from pipeline.report.incident_streams import Fetch, Streams, fetch_streams
 
 MAX_INCIDENTS = 5
@@ -104,7 +105,7 @@ def _time(value: Any) -> datetime:  # "2026-11-25T15:40:10.000Z" -> aware (UTC)
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-def parse_incident(source: Mapping[str, Any]) -> Incident:
+def parse_incident(source: Source) -> Incident:
     """An :class:`Incident` from a document's ``_source``.
 
     Raises:
@@ -138,9 +139,7 @@ def parse_incident(source: Mapping[str, Any]) -> Incident:
     )
 
 
-def latest_incidents(
-    docs: Iterable[Mapping[str, Any]], limit: int = MAX_INCIDENTS
-) -> list[Incident]:
+def latest_incidents(docs: Iterable[Source], limit: int = MAX_INCIDENTS) -> list[Incident]:
     """The ``limit`` latest incidents by start (ties: by id), latest first; of documents sharing
     an id (a revision written before the in-place update), the highest ``updated``."""
     latest: dict[str, Incident] = {}

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 
-Fetch = Callable[[str, Sequence[str], Sequence[str]], list[Mapping[str, Any]]]
+from pipeline.records.json import Source
+
+Fetch = Callable[[str, Sequence[str], Sequence[str]], list[Source]]
 """``(data stream, fields, sort fields) -> _source`` in range, as ``pipeline.report.html.Fetch``."""
 
 

@@ -3,13 +3,16 @@
 One row per request (:func:`request_dict`: times in ns and ms, its canonical form, and its
 cluster with ``--cluster``); a stitched request adds its machines and clock offsets
 (:func:`stitch_dict`); unattached fragments and the workload model get rows of their own.
+These rows are JSON lines written whole (``JsonObject``); the clock offsets and endpoints in
+them are typed rows (:class:`ClockOffsetRow`, :class:`EndpointRow`) the text report reads too.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from collections.abc import Hashable
+from typing import TypedDict
 
+from pipeline.records.json import JsonObject
 from pipeline.reducers.canonical import Canonical
 from pipeline.reducers.clock_offset import ClockOffset
 from pipeline.reducers.fragment_join import StitchedRequest
@@ -21,9 +24,9 @@ from pipeline.reducers.stitch import Unattached
 
 def request_dict(
     r: Request, c: Canonical, n: int, assignment: Assignment | None, outlier: bool | None
-) -> dict[str, Any]:
+) -> JsonObject:
     """One request as JSON-able values (times in ns and ms)."""
-    out: dict[str, Any] = {
+    out: JsonObject = {
         "request": n,
         "start_ns": r.start_ns,
         "end_ns": r.end_ns,
@@ -41,7 +44,7 @@ def request_dict(
     return out
 
 
-def model_dict(model: Clusterer, measured: dict[str, float]) -> dict[str, Any]:
+def model_dict(model: Clusterer, measured: dict[str, float]) -> JsonObject:
     """The workload model: its clusters (:meth:`Clusterer.summary`), the model error per
     resource against ``measured`` and the threshold."""
     return {
@@ -51,12 +54,43 @@ def model_dict(model: Clusterer, measured: dict[str, float]) -> dict[str, Any]:
     }
 
 
-def offset_dict(c: ClockOffset) -> dict[str, Any]:
+class ClockOffsetRow(TypedDict):
+    """A clock offset as JSON-able values: :class:`ClockOffset`'s fields (ns: ``offset_ns``,
+    ``lower_ns`` and ``upper_ns``, None without messages that way; ``messages``), then
+    ``consistent`` (False when the bounds cross)."""
+
+    offset_ns: int
+    lower_ns: int | None
+    upper_ns: int | None
+    messages: int
+    consistent: bool
+
+
+class EndpointRow(TypedDict):
+    """An endpoint as JSON-able values: its ``machine``, its ``event`` type (the sender's or
+    the receiver's), the ``attribute`` and ``value`` that pair it, ``sends`` (True for the
+    sender) and ``ts`` (ns on its machine's clock)."""
+
+    machine: str
+    event: str
+    attribute: str
+    value: Hashable
+    sends: bool
+    ts: int
+
+
+def offset_dict(c: ClockOffset) -> ClockOffsetRow:
     """A clock offset as JSON-able values (ns): its fields, then ``consistent``."""
-    return {**dataclasses.asdict(c), "consistent": c.consistent}
+    return {
+        "offset_ns": c.offset_ns,
+        "lower_ns": c.lower_ns,
+        "upper_ns": c.upper_ns,
+        "messages": c.messages,
+        "consistent": c.consistent,
+    }
 
 
-def endpoint_dict(e: Endpoint) -> dict[str, Any]:
+def endpoint_dict(e: Endpoint) -> EndpointRow:
     """An endpoint as JSON-able values: its event, attribute and value, machine and time."""
     src, attr, dst = e.sync
     return {
@@ -69,7 +103,7 @@ def endpoint_dict(e: Endpoint) -> dict[str, Any]:
     }
 
 
-def stitch_dict(s: StitchedRequest) -> dict[str, Any]:
+def stitch_dict(s: StitchedRequest) -> JsonObject:
     """What a stitched request adds to :func:`request_dict`: its seed's machine, the machines
     it spans, their clocks' offsets from the seed machine's, its fragments and unmatched
     endpoints."""
@@ -82,7 +116,7 @@ def stitch_dict(s: StitchedRequest) -> dict[str, Any]:
     }
 
 
-def unattached_dict(u: Unattached) -> dict[str, Any]:
+def unattached_dict(u: Unattached) -> JsonObject:
     """An unattached fragment as JSON-able values: ``{"unattached": {...}}``."""
     r = u.fragment.request
     return {

@@ -5,13 +5,15 @@ clocks and unattached fragments, and the models as indexed by the ``events`` dro
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+from typing import TextIO
 
+from pipeline.records.json import JsonObject
 from pipeline.reducers.stitch import Stitched
-from pipeline.report.request_rows import endpoint_dict, offset_dict
+from pipeline.report.request_rows import ClockOffsetRow, EndpointRow, endpoint_dict, offset_dict
+from pipeline.report.workload import ClusterRow, IndexedModel
 
 
-def print_requests(out: TextIO, rows: list[dict[str, Any]]) -> None:
+def print_requests(out: TextIO, rows: list[JsonObject]) -> None:
     """One block per request row (:func:`~pipeline.report.request_rows.request_dict`, with the
     stitched and clustered fields when present)."""
     for row in rows:
@@ -33,7 +35,7 @@ def print_requests(out: TextIO, rows: list[dict[str, Any]]) -> None:
             out.write(f"  unmatched: {ends}\n")
 
 
-def offset_text(c: dict[str, Any]) -> str:
+def offset_text(c: ClockOffsetRow) -> str:
     """A clock offset row (:func:`~pipeline.report.request_rows.offset_dict`) in ms."""
 
     def ms(v: int | None) -> str:
@@ -45,12 +47,12 @@ def offset_text(c: dict[str, Any]) -> str:
     )
 
 
-def endpoint_text(e: dict[str, Any]) -> str:
+def endpoint_text(e: EndpointRow) -> str:
     """An endpoint row: ``event attribute=value on machine``."""
     return f"{e['event']} {e['attribute']}={e['value']} on {e['machine']}"
 
 
-def print_model(out: TextIO, model: dict[str, Any]) -> None:
+def print_model(out: TextIO, model: JsonObject) -> None:
     """The workload model row (:func:`~pipeline.report.request_rows.model_dict`)."""
     out.write(f"workload model (threshold {model['threshold']:g}):\n")
     for cl in model["clusters"]:
@@ -95,7 +97,7 @@ def stitch_summary(result: Stitched) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def print_indexed_models(out: TextIO, models: list[dict[str, Any]], name: str | None) -> None:
+def print_indexed_models(out: TextIO, models: list[IndexedModel], name: str | None) -> None:
     """The workload models as indexed (:func:`~pipeline.report.workload.indexed_models`), per
     cluster its counts, mean times, diameter and separation; ``name`` is the model asked for
     (None: all)."""
@@ -116,7 +118,7 @@ def print_indexed_models(out: TextIO, models: list[dict[str, Any]], name: str | 
             out.write(f"  model error: {errs}\n")
 
 
-def _indexed_cluster_text(cl: dict[str, Any]) -> str:
+def _indexed_cluster_text(cl: ClusterRow) -> str:
     sep = cl.get("separation")
     return (
         f"  cluster {cl['cluster']}: {cl['requests']} requests ({cl['share']:.1%}), "

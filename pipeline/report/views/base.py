@@ -17,9 +17,10 @@ from typing import Any
 import pandas as pd  # type: ignore[import-untyped]
 import plotly.graph_objects as go
 
+from pipeline.records.json import Source
 from pipeline.sink.search import iter_hits, newest
 
-Fetch = Callable[[str, Sequence[str], Sequence[str]], list[Mapping[str, Any]]]
+Fetch = Callable[[str, Sequence[str], Sequence[str]], list[Source]]
 """``(data stream, fields to fetch, sort fields) -> _source`` of every document in range."""
 
 
@@ -57,7 +58,7 @@ def searcher(
 
     def fetch_range(
         stream: str, lo: datetime, hi: datetime, fields: Sequence[str], sort: Sequence[str]
-    ) -> list[Mapping[str, Any]]:
+    ) -> list[Source]:
         query = {
             "range": {
                 "@timestamp": {
@@ -70,7 +71,7 @@ def searcher(
         index = f"{stream}-{namespace}"
         return [h["_source"] for h in iter_hits(client, index, query, order, source=list(fields))]
 
-    def fetch(stream: str, fields: Sequence[str], sort: Sequence[str]) -> list[Mapping[str, Any]]:
+    def fetch(stream: str, fields: Sequence[str], sort: Sequence[str]) -> list[Source]:
         docs = fetch_range(stream, since, until, fields, sort)
         if docs or latest is None:
             return docs
@@ -85,7 +86,7 @@ def searcher(
     return fetch
 
 
-def field(doc: Mapping[str, Any], path: str) -> Any:
+def field(doc: Source, path: str) -> Any:
     """The value at dotted ``path`` of ``doc``; ``None`` when a part is missing."""
     cur: Any = doc
     for part in path.split("."):
@@ -95,7 +96,7 @@ def field(doc: Mapping[str, Any], path: str) -> Any:
     return cur
 
 
-def frame(docs: Iterable[Mapping[str, Any]], fields: Mapping[str, str]) -> pd.DataFrame:
+def frame(docs: Iterable[Source], fields: Mapping[str, str]) -> pd.DataFrame:
     """Documents as a table: column -> dotted field path; ``@timestamp`` parsed (UTC)."""
     rows = [{col: field(d, path) for col, path in fields.items()} for d in docs]
     df = pd.DataFrame(rows, columns=list(fields))
