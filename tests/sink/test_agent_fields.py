@@ -26,7 +26,7 @@ from pipeline.formats.events.encode import model_documents, request_document, wa
 from pipeline.formats.fio.encode import FioSource, RecordFields, histogram_document
 from pipeline.formats.fio.window import histogram_stats
 from pipeline.formats.sysstat.encode import diskio_document
-from pipeline.records.core import DiskSample, LineRef
+from pipeline.records.core import DiskSample, Document, LineRef
 from pipeline.records.event_schema import event_schema
 from pipeline.records.fio_bins import BinLayout
 from pipeline.reducers.canonical import canonical
@@ -113,7 +113,13 @@ def peer(ctx: DocContext) -> Built:
         faulty=False,
         samples=60,
     )
-    persistence = persistence_document(
+    persistence = persistence_doc(ctx, 1795662000000.0)
+    return _docs([peer_anomaly_document(ctx, v, 1795661800000.0), persistence])
+
+
+def persistence_doc(ctx: DocContext, created_ms: float) -> Document:
+    """The persistence document of LUN fs001/dm-3 ranked first for await in one hour."""
+    return persistence_document(
         ctx,
         metric="await",
         group="lun",
@@ -122,9 +128,8 @@ def peer(ctx: DocContext) -> Built:
         hour_end_s=1795662000.0,
         value=4,
         rank=1,
-        created_ms=1795662000000.0,
+        created_ms=created_ms,
     )
-    return _docs([peer_anomaly_document(ctx, v, 1795661800000.0), persistence])
 
 
 def hpc(ctx: DocContext) -> Built:

@@ -63,7 +63,7 @@ from pipeline.reducers.request_cluster import cluster_all
 from pipeline.reducers.request_join import extract
 from pipeline.settings import FioSettings, ServiceRateSettings
 from pipeline.sink.clock_offset import ClockOffset
-from pipeline.sink.documents import DocContext, peer_anomaly_document, persistence_document
+from pipeline.sink.documents import DocContext, peer_anomaly_document
 from pipeline.sink.fenced import stamped
 from pipeline.sink.incident_documents import incident_source, write_incidents
 from pipeline.sink.rate_documents import service_rate_document
@@ -79,6 +79,7 @@ from tests.kibana.alert_mappings import (
     template_for,
 )
 from tests.kibana.test_alert_documents import written
+from tests.sink.test_agent_fields import persistence_doc
 from tests.sink.test_hpc_documents import lmt_docs, slurm_jobs
 from tests.sink.test_peer_documents import verdict
 from tests.sink.test_request_documents import SCHEMA
@@ -264,18 +265,7 @@ def peer_anomaly(_: Path) -> Built:
 
 
 def persistence(_: Path) -> Built:
-    doc = persistence_document(
-        CTX,
-        metric="await",
-        group="lun",
-        host="fs001",
-        device="dm-3",
-        hour_end_s=1795662000.0,
-        value=4,
-        rank=1,
-        created_ms=CREATED_MS,
-    )
-    return _indexed([stamped(doc, LEASE)])
+    return _indexed([stamped(persistence_doc(CTX, CREATED_MS), LEASE)])
 
 
 class IncidentClient:
