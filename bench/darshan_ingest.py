@@ -188,10 +188,10 @@ def reader_mode(paths: Sequence[str]) -> Iterator[PassFn]:
 
 def documents_ndjson() -> Callable[[Any, Pass], None]:
     """A function that turns an analysis into its documents as the shipper does
-    (:func:`pipeline.formats.darshan.tail.log_documents`: job, files, and the diagnosis of a
+    (:func:`pipeline.formats.darshan.chain.log_documents`: job, files, and the diagnosis of a
     low-bandwidth job) and into the bulk NDJSON body the sink sends
     (:func:`pipeline.sink.bulk.ndjson`), and adds its times and counts to a :class:`Pass`."""
-    from pipeline.formats.darshan.tail import log_documents
+    from pipeline.formats.darshan.chain import log_documents
     from pipeline.reducers.io_diagnosis import Thresholds
     from pipeline.sink.actions import ndjson
     from pipeline.sink.documents import DocContext
@@ -217,7 +217,7 @@ def iolens_mode(paths: Sequence[str]) -> Iterator[PassFn]:
     """Passes of the full ingestion on one core, one log after another."""
     import darshan  # noqa: F401  (imported here so that its cost counts as import)
 
-    from pipeline.formats.darshan.tail import analyze_path
+    from pipeline.formats.darshan.pool import analyze_path
 
     documents = documents_ndjson()
 
@@ -237,7 +237,7 @@ def iolens_mode(paths: Sequence[str]) -> Iterator[PassFn]:
 @contextmanager
 def pool_mode(paths: Sequence[str]) -> Iterator[PassFn]:
     """Passes through ``DarshanPool(os.cpu_count())``: submit all, then collect all."""
-    from pipeline.formats.darshan.tail import DarshanPool
+    from pipeline.formats.darshan.pool import DarshanPool
 
     pool = DarshanPool(workers=os.cpu_count() or 1)
     documents = documents_ndjson()
@@ -718,8 +718,8 @@ def profile(logs: Sequence[Log], top: int = 20) -> None:
     ``SMALL_RECORDS`` records (each set read until ~2 s), by own and by cumulative time."""
     import darshan  # noqa: F401
 
+    from pipeline.formats.darshan.pool import analyze_path
     from pipeline.formats.darshan.read import read_darshan
-    from pipeline.formats.darshan.tail import analyze_path
 
     records = {log.path: read_darshan(log.path).records for log in logs}
     big = max(logs, key=lambda log: records[log.path])

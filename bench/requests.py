@@ -16,9 +16,9 @@ its own connections, threads, tasks and RPCs, until there are ``--events`` of th
    model from each request's cluster and distance kept as they were computed (``--keep-forms``,
    used for the code before: every canonical form kept and clustered at the end, as the stage
    was first written);
-3. **tail**: what the shipper does per line of an ``events`` drop (``EventsTail``): read
-   complete lines in 4 MiB chunks, parse, reorder, join with line holds, build and encode each
-   request's document, place it in the workload model, and settle lines in an
+3. **tail**: what the shipper does per line of an ``events`` drop (``LineTail`` running an
+   ``EventsChain``): read complete lines in 4 MiB chunks, parse, reorder, join with line holds,
+   build and encode each request's document, place it in the workload model, and settle lines in an
    ``AckTracker`` as if every document were acknowledged at once, committing (and popping the
    lines' cursors) after each chunk as the delivery does after a bulk response (no
    Elasticsearch).
@@ -216,9 +216,10 @@ def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:
 def tail_worker(schema: Any, path: Path) -> dict[str, Any]:
     """Child process: the ``events`` drop's shipping path over the log (module docstring)."""
     from pipeline.delivery.acks import AckTracker
-    from pipeline.formats.events.tail import EventsTail
+    from pipeline.formats.events.chain import EventsChain
     from pipeline.formats.events.workload_model import WorkloadModel
     from pipeline.settings import RequestsSettings
+    from pipeline.shippers.line_tail import LineTail
     from pipeline.shippers.tailer import read_complete_lines
     from pipeline.sink.documents import DocContext
 
@@ -226,7 +227,8 @@ def tail_worker(schema: Any, path: Path) -> dict[str, Any]:
     model_path.unlink(missing_ok=True)
     start = time.process_time()
     model = WorkloadModel("http_server", model_path, RequestsSettings())
-    tail = EventsTail("bench", str(path), "bench", schema, model)
+    chain = EventsChain(str(path), "bench", schema, model)
+    tail = LineTail("bench", str(path), chain)
     acks, ctx = AckTracker(), DocContext(namespace="bench")
     docs = encoded = 0
     committed = (0, 0)
@@ -257,12 +259,12 @@ def tail_worker(schema: Any, path: Path) -> dict[str, Any]:
             settle(res.docs, res.holds, res.releases)
         commit()
         offset = chunk.next_offset
-    rel = tail.idle(time.time() + 1e6, ctx, final=True)
+    rel = chain.idle(time.time() + 1e6, ctx, final=True)
     settle(rel.docs, rel.holds, rel.releases)
     commit()
     cpu = time.process_time() - start
     return {
-        "events": tail.stats.events,
+        "events": chain.stats.events,
         "requests": docs,
         "document_bytes": encoded,
         "committed_lines": committed[1],
@@ -353,20 +355,20 @@ def report(results: dict[str, Any], n: int, size: int) -> None:
 
 
 PHASES = (
-    ("parse (JSON line -> event)", "pipeline.formats.events.tail", "parse_event_line"),
+    ("parse (JSON line -> event)", "pipeline.formats.events.chain", "parse_event_line"),
     ("reorder queue", "pipeline.reducers.event_order", "ReorderQueue.push"),
     (
         "join (temporal join, requests built)",
         "pipeline.reducers.request_join",
         "RequestParser.feed",
     ),
-    ("canonical form", "pipeline.formats.events.tail", "canonical"),
+    ("canonical form", "pipeline.formats.events.chain", "canonical"),
     (
         "clustering (workload model)",
         "pipeline.formats.events.workload_model",
         "WorkloadModel.place",
     ),
-    ("document built", "pipeline.formats.events.tail", "request_document"),
+    ("document built", "pipeline.formats.events.chain", "request_document"),
 )
 """The shipping path's phases timed by ``--phases``: (label, module, function or method)."""
 

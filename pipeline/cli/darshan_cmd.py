@@ -30,7 +30,7 @@ from pipeline.settings import Settings
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
-    from pipeline.formats.darshan.tail import DarshanPool
+    from pipeline.formats.darshan.pool import DarshanPool
 
 
 def add_parser(sub: Subparsers, name: str) -> None:
@@ -65,7 +65,7 @@ def thresholds_of(settings: Settings, args: argparse.Namespace) -> Thresholds:
 
 
 def _diagnose(args: argparse.Namespace) -> int:
-    from pipeline.formats.darshan.tail import DarshanPool
+    from pipeline.formats.darshan.pool import DarshanPool
 
     settings = settings_from_args(args)
     t = thresholds_of(settings, args)

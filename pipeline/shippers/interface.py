@@ -5,7 +5,7 @@ drop format: how to open a tail for a newly found file, and what the format does
 lines (hand whole files to a worker pool first, let a quiet file go of what it holds, save state
 on close). The main job reads every format the same way through these two; adding a format is
 adding a module that subclasses :class:`Shipper`, and a line in
-:data:`pipeline.formats.registry.SHIPPERS`.
+:data:`pipeline.formats.registry.FORMATS`.
 """
 
 from __future__ import annotations

@@ -21,40 +21,68 @@ from zoneinfo import ZoneInfo
 
 from pipeline.parsers.errors import ParseError
 from pipeline.records.core import Document, LineRef
-from pipeline.shippers.interface import NewFile, Shipper, Tail
-from pipeline.shippers.results import BadLine, LineResult
+from pipeline.shippers.interface import Idled, NewFile, Shipper, Tail
+from pipeline.shippers.results import NOTHING, BadLine, LineResult, Released
 from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_lines
 from pipeline.sink.documents import DocContext
 
 
-class LineChain(Protocol):
+@dataclass(frozen=True)
+class Held:
+    """What one record settles when its line waits for other than its own documents (a
+    reducer holds records across lines: sysstat's open intervals, a request's events).
+
+    Attributes:
+        docs: documents the record completes (they may derive from earlier lines).
+        pending: acknowledgements the record's line waits for (e.g. 1: the document that will
+            hold its sample, or its own hold, released later).
+        holds: end offsets of earlier lines that each wait for one more acknowledgement.
+        releases: end offsets of earlier lines given one acknowledgement without a document.
+    """
+
+    docs: tuple[Document, ...] = ()
+    pending: int = 0
+    holds: tuple[int, ...] = ()
+    releases: tuple[int, ...] = ()
+
+
+class LineChain(ABC):
     """One line format's chain for one file: decode -> reduce -> encode.
 
     :meth:`decode` gives a line's records (and :class:`ParseError` values for what it cannot
     read; raising :class:`ParseError` refuses the whole file); :meth:`encode` reduces one
-    record and gives the documents it completes (none while a reducer holds it) or why it is
-    refused (kept in the dead-letter area). :meth:`cursor` is the JSON state after the last
-    line (None: none yet); :meth:`resume` continues from one (None: from a file's start).
+    record and gives the documents it completes or why it is refused (kept in the dead-letter
+    area); a chain whose reducer holds records across lines returns :class:`Held` and lets
+    go of what it holds while no line comes in :meth:`idle`. :meth:`cursor` is the JSON state
+    after the last line (None: none); :meth:`resume` continues from one (None: from a file's
+    start).
     """
 
+    @abstractmethod
     def decode(self, raw: bytes, line_no: int) -> Iterable[object]:
         """The records of one line (``line_no``: 1-based), or :class:`ParseError` values."""
-        ...
 
+    @abstractmethod
     def encode(
         self, record: object, ref: LineRef, start: int, ctx: DocContext, created_ms: float
-    ) -> Sequence[Document] | str:
+    ) -> Sequence[Document] | Held | str:
         """The documents one decoded record of the line ``ref`` (starting at byte ``start``)
-        completes, or why it is refused."""
-        ...
+        completes (:class:`Held`: and the lines they settle), or why it is refused."""
 
     def cursor(self) -> Mapping[str, object] | None:
-        """JSON-able state after the last line decoded and encoded."""
-        ...
+        """JSON-able state after the last line decoded and encoded (default: none)."""
+        return None
 
-    def resume(self, cursor: Mapping[str, object] | None) -> None:
+    def resume(self, cursor: Mapping[str, object] | None) -> None:  # noqa: B027 (a hook)
         """Continue from a state :meth:`cursor` gave (None: start over)."""
-        ...
+
+    def begin(self, lines: Sequence[bytes], now_ms: float) -> None:  # noqa: B027 (a hook)
+        """Before the lines of one read are decoded (``now_ms``: wall-clock ms)."""
+
+    def idle(self, now_s: float, ctx: DocContext, final: bool) -> Released:
+        """What the chain lets go of while no line comes (``final``: the run ends); default:
+        nothing, as a chain that holds nothing."""
+        return NOTHING
 
 
 @dataclass
@@ -110,28 +138,47 @@ class LineTail:
                 matches no bin layout).
         """
         start = self.offset
+        self.chain.begin(chunk.lines, created_ms)
         for raw, end in zip(chunk.lines, chunk.end_offsets, strict=True):
             self.line_no += 1
             line_start, self.offset = start, end
             start = end
             ref = LineRef(self.key, self.path, self.line_no, end)
-            docs: list[Document] = []
-            bad: ParseError | None = None
-            for rec in self.chain.decode(raw, self.line_no):
-                if isinstance(rec, ParseError):
-                    bad = rec
-                    continue
-                out = self.chain.encode(rec, ref, line_start, ctx, created_ms)
-                if isinstance(out, str):
-                    bad = ParseError(self.path, self.line_no, out)
-                else:
-                    docs.extend(out)
+            res = self._line(raw, ref, line_start, ctx, created_ms)
             state = self.chain.cursor()
             self.snapshots[end] = "" if state is None else json.dumps(state, separators=(",", ":"))
-            yield (
-                LineResult(ref, bad=BadLine(ref, raw, bad)) if bad else LineResult(ref, tuple(docs))
-            )
+            yield res
         self.offset = chunk.next_offset if chunk.lines else self.offset
+
+    def _line(
+        self, raw: bytes, ref: LineRef, start: int, ctx: DocContext, created_ms: float
+    ) -> LineResult:
+        """One line through the chain: its documents and settlements, or a bad line."""
+        docs: list[Document] = []
+        bad: ParseError | None = None
+        held: list[Held] = []
+        for rec in self.chain.decode(raw, ref.line_no):
+            if isinstance(rec, ParseError):
+                bad = rec
+                continue
+            out = self.chain.encode(rec, ref, start, ctx, created_ms)
+            if isinstance(out, str):
+                bad = ParseError(self.path, ref.line_no, out)
+            elif isinstance(out, Held):
+                held.append(out)
+            else:
+                docs.extend(out)
+        if bad is not None:
+            return LineResult(ref, bad=BadLine(ref, raw, bad))
+        if not held:
+            return LineResult(ref, tuple(docs))
+        return LineResult(
+            ref,
+            tuple(docs) + tuple(d for h in held for d in h.docs),
+            pending=len(docs) + sum(h.pending for h in held),
+            holds=tuple(o for h in held for o in h.holds),
+            releases=tuple(o for h in held for o in h.releases),
+        )
 
 
 class TableDecoder(Protocol):
@@ -148,7 +195,7 @@ class TableDecoder(Protocol):
         ...
 
 
-class TableChain(ABC):
+class TableChain(LineChain):
     """The chain of a table with a header line: decode with the format's
     :meth:`decoder` under the header in force, reduce and encode with :meth:`encode`. The
     cursor holds the header and the reducer's :meth:`state`.
@@ -168,14 +215,15 @@ class TableChain(ABC):
     @abstractmethod
     def encode(
         self, record: object, ref: LineRef, start: int, ctx: DocContext, created_ms: float
-    ) -> Sequence[Document] | str:
-        """The documents of one decoded record, or why it is refused."""
+    ) -> Sequence[Document] | Held | str:
+        """The documents of one decoded record (:class:`Held`: and the lines they settle), or
+        why it is refused."""
 
     def state(self) -> object | None:
         """JSON-able reducer state after the last record (None: the format keeps none)."""
         return None
 
-    def resume_state(self, state: object | None) -> None:  # noqa: B027 (most formats keep none)
+    def resume_state(self, state: object | None) -> None:
         """Continue from a :meth:`state` (None: a fresh reducer)."""
 
     def decode(self, raw: bytes, line_no: int) -> Iterable[object]:
@@ -210,10 +258,19 @@ class LineShipper(Shipper):
 
     def open(self, file: NewFile) -> Tail:
         """A tail on the file, resumed from its registry entry."""
+        chain = self.chain_for(file)
         state = file.register()
-        tail = LineTail(file.key, file.path, self.chain_for(file))
+        tail = LineTail(file.key, file.path, chain)
         tail.resume(state.offset, state.line_no, state.cursor)
         return tail
+
+    def idle(self, tails: Sequence[Tail], now_s: float, final: bool) -> Iterator[Idled]:
+        """What each file's chain lets go of while no line comes (:meth:`LineChain.idle`)."""
+        for tail in tails:
+            if isinstance(tail, LineTail):
+                released = tail.chain.idle(now_s, self.ctx.doc_ctx, final)
+                if released is not NOTHING:
+                    yield Idled(tail.key, released)
 
 
 class TableShipper(LineShipper):

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
-from pipeline.formats.darshan.tail import DarshanPool, DarshanTail
-from pipeline.formats.events.tail import EventsTail
+from pipeline.formats.darshan.chain import DarshanChain, darshan_tail
+from pipeline.formats.darshan.pool import DarshanPool
+from pipeline.formats.events.chain import EventsChain
 from pipeline.formats.events.workload_model import WorkloadModel
 from pipeline.jobs.intervals import DirtyIntervals
 from pipeline.jobs.main_job import MainJob
@@ -33,6 +34,7 @@ from pipeline.records.event_schema import load_event_schema
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_thresholds import ThresholdEntry, Thresholds
 from pipeline.settings import PeerSettings, RequestsSettings, Settings, settings_from_mapping
+from pipeline.shippers.line_tail import LineTail
 from pipeline.shippers.tailer import split_complete_lines
 from pipeline.sink.documents import DocContext, iso_ms
 from pipeline.sink.lease import Lease
@@ -274,7 +276,7 @@ def test_a_darshan_log_is_read_once_still_for_stable_s_whatever_the_clock(
     mtime = log.stat().st_mtime
     wall, mono = FakeClock(mtime + 1.0), FakeClock(100.0)
     pool = DarshanPool(1, inline=True)
-    tail = DarshanTail("k", str(log), pool, stable_s=5.0, clock=wall, monotonic=mono)
+    tail = darshan_tail("k", str(log), DarshanChain(pool), stable_s=5.0, clock=wall, monotonic=mono)
     assert not tail.stable()  # 1 s old
     wall.now += step_s
     assert not tail.stable()  # still 1 s old in truth
@@ -305,16 +307,19 @@ def test_a_clock_set_forward_does_not_flush_a_request_still_being_written(
     mtime = path.stat().st_mtime
     mono = FakeClock(50.0)
     model = WorkloadModel("http_server", tmp_path / "model.json", RequestsSettings())
-    tail = EventsTail("k", str(path), "web1", schema, model, monotonic=mono)
+    chain = EventsChain(str(path), "web1", schema, model, monotonic=mono)
+    tail = LineTail("k", str(path), chain)
     ctx = DocContext(namespace="test")
-    assert not [d for r in tail.process(split_complete_lines(data, 0), ctx, 0.0) for d in r.docs]
-    tail.mark_read(mtime + 0.5)  # as the shipper does when it read lines
-    assert not tail.idle(mtime + 0.5, ctx).docs
-    assert not tail.idle(mtime + HOURS_3, ctx).docs  # 3 h on the wall clock, 0.5 s in truth
+    read_ms = (mtime + 0.5) * 1000  # lines read then: the file's quiet time starts
+    assert not [
+        d for r in tail.process(split_complete_lines(data, 0), ctx, read_ms) for d in r.docs
+    ]
+    assert not chain.idle(mtime + 0.5, ctx, final=False).docs
+    assert not chain.idle(mtime + HOURS_3, ctx, final=False).docs  # 3 h on the wall clock
     mono.now += 2.0
-    assert not tail.idle(mtime + HOURS_3 + 2.0, ctx).docs  # queue drained, request open
+    assert not chain.idle(mtime + HOURS_3 + 2.0, ctx, final=False).docs  # queue drained
     mono.now += schema.parser.timeout_s
-    [doc] = tail.idle(mtime + HOURS_3 + 2.0 + schema.parser.timeout_s, ctx).docs
+    [doc] = chain.idle(mtime + HOURS_3 + 2.0 + schema.parser.timeout_s, ctx, final=False).docs
     assert doc.source["iolens"]["request"]["complete"] is False  # quiet for the timeout
     # stamped by its data (its start, 3 ms before the file's newest event, at its mtime)
     assert doc.source["@timestamp"] == iso_ms((path.stat().st_mtime_ns - 3_000_000) / 1e6)

@@ -14,7 +14,7 @@ line). Adding it to iolens is this module as ``pipeline/formats/loadavg/`` and i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from pipeline.ids import doc_id
@@ -35,7 +35,7 @@ class Loadavg:
     load: tuple[float, float, float]
 
 
-class LoadavgChain:
+class LoadavgChain(LineChain):
     """decode -> encode; nothing held between lines, so no cursor."""
 
     def __init__(self, path: str) -> None:
@@ -63,13 +63,6 @@ class LoadavgChain:
         source["loadavg"] = dict(zip(("load1", "load5", "load15"), record.load, strict=True))
         ident = doc_id(DATASET, ref.path, record.host_time_s)
         return [Document(stream_name("metrics", DATASET, ctx.namespace), ident, source, (ref,))]
-
-    def cursor(self) -> Mapping[str, object] | None:
-        """No state."""
-        return None
-
-    def resume(self, cursor: Mapping[str, object] | None) -> None:
-        """Nothing to resume."""
 
 
 class LoadavgShipper(LineShipper):

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from elasticsearch import Elasticsearch
 
+from pipeline.formats.darshan.chain import DarshanChain, darshan_tail
+from pipeline.formats.darshan.pool import DarshanPool
 from pipeline.formats.darshan.read import read_darshan
-from pipeline.formats.darshan.tail import DarshanPool, DarshanTail, NotStable
 from pipeline.formats.lmt.encode import lmt_ost_document
 from pipeline.formats.lmt.reduce import OstInterval
 from pipeline.formats.slurm.decode import SlurmJob
@@ -23,6 +24,7 @@ from pipeline.records.core import Document
 from pipeline.reducers.darshan_job import analyze
 from pipeline.reducers.io_diagnosis import diagnose
 from pipeline.settings import Settings, settings_from_mapping
+from pipeline.shippers.whole_file import NotStable
 from pipeline.sink.capabilities import detect
 from pipeline.sink.documents import DocContext
 from pipeline.sink.search import iter_hits, refresh
@@ -154,8 +156,13 @@ def test_a_log_is_read_once_it_has_been_still_for_stable_s(
     mtime = log.stat().st_mtime
     now = [mtime + 1.0]
     pool = DarshanPool(1, inline=True)
-    tail = DarshanTail(
-        "k", str(log), pool, stable_s=5.0, clock=lambda: now[0], monotonic=lambda: now[0]
+    tail = darshan_tail(
+        "k",
+        str(log),
+        DarshanChain(pool),
+        stable_s=5.0,
+        clock=lambda: now[0],
+        monotonic=lambda: now[0],
     )
     with pytest.raises(NotStable, match="changed less than 5 s ago"):
         tail.read(1 << 20)

@@ -129,7 +129,7 @@ def test_samples_coarser_than_the_target_are_indexed_as_they_are_and_said_once(
     drop.mkdir()
     (drop / "vm_sadf_d.csv").write_bytes(csv)
     ns = f"sys{uuid.uuid4().hex[:8]}"
-    with caplog.at_level("WARNING", logger="pipeline.formats.sysstat.tail"):
+    with caplog.at_level("WARNING", logger="pipeline.formats.sysstat.chain"):
         summary = run_once(make_settings(es_url, drop, tmp_path / "state", ns, "sadf"), client)
     assert summary.bad_lines == 0
     said = [r.getMessage() for r in caplog.records if "coarser" in r.getMessage()]

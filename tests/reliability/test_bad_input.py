@@ -53,7 +53,7 @@ from elasticsearch import Elasticsearch, NotFoundError
 
 from pipeline.cli.main import main
 from pipeline.errors import ConfigError
-from pipeline.formats.darshan.tail import analyze_path
+from pipeline.formats.darshan.pool import analyze_path
 from pipeline.formats.events.decode import parse_events
 from pipeline.formats.lmt.decode import LmtSample, parse_lmt_csv
 from pipeline.formats.lmt.reduce import OstDeltaReducer

@@ -61,7 +61,7 @@ from pipeline.formats.lmt.decode import LmtCsvParser, LmtSample
 from pipeline.formats.lmt.shipper import LmtChain
 from pipeline.formats.slurm import decode as slurm
 from pipeline.formats.slurm.shipper import SlurmChain
-from pipeline.formats.sysstat.tail import SysstatTail
+from pipeline.formats.sysstat.chain import SadfChain
 from pipeline.jobs.main_job import MainJob
 from pipeline.parsers.errors import ParseError
 from pipeline.records.event_schema import EventSchema, load_event_schema
@@ -112,11 +112,13 @@ def valid_header(fmt: Format, line: str) -> bool:
     return True
 
 
-def lmt_rule(header: str, raw: bytes, last: dict[str, tuple[float, int, int]]) -> str | None:
-    """``priming`` or ``repeat`` for an LMT row that carries nothing new, None for one that
-    closes an interval or is bad (``last``: each OST's last accepted time and counters,
-    updated)."""
-    recs = list(LmtCsvParser("x", header, UTC).feed([raw], 1))
+def lmt_rule(
+    header: str, raw: bytes, n: int, last: dict[str, tuple[float, int, int]]
+) -> str | None:
+    """``priming`` or ``repeat`` for an LMT row (line ``n``, after the header) that carries
+    nothing new, None for one that closes an interval or is bad (``last``: each OST's last
+    accepted time and counters, updated)."""
+    recs = list(LmtCsvParser("x", header, UTC).feed([raw], n))
     if len(recs) != 1 or not isinstance(recs[0], LmtSample):
         return None  # a bad row
     s = recs[0]
@@ -154,7 +156,7 @@ def silent_lines(fmt: Format, lines: Sequence[bytes]) -> dict[int, str]:
             else:
                 header = None  # the rows under it are dead letters
         elif header is not None and fmt.kind == "lmt":
-            rule = lmt_rule(header, raw, last)
+            rule = lmt_rule(header, raw, n, last)
             if rule is not None:
                 out[n] = rule
     return out
@@ -221,9 +223,17 @@ def check_results(
 def check_tail(
     fmt: Format, drawn: list[bytes], path: Path, chunk: int, restart: bool
 ) -> dict[int, str]:
-    """:func:`check_results` on a table export's tail. Returns :func:`silent_lines`."""
+    """:func:`check_results` on a table export's tail. Returns :func:`silent_lines`; an LMT
+    file whose first line is SQLite's magic is refused whole (LMT's database, not its CSV
+    export: the pump quarantines the file), and nothing else is."""
     lines = file_lines(drawn)
     path.write_bytes(text(lines))
+    if fmt.kind == "lmt" and lines[0].startswith(lmt.SQLITE_MAGIC):
+        with pytest.raises(ParseError) as refused:
+            tail_results(table_tail(path, fmt.kind), chunk, restart)
+        err = refused.value
+        assert (err.path, err.line_no) == (str(path), 0) and "an SQLite database" in err.reason
+        return {0: "refused whole"}
     silent = silent_lines(fmt, lines)
     check_results(lines, tail_results(table_tail(path, fmt.kind), chunk, restart), path, silent)
     return silent
@@ -507,14 +517,15 @@ def test_sadf_tail(scratch: Path, lines: list[bytes], chunk: int) -> None:
     lines = file_lines(lines)
     path = scratch / "vm_sadf_d.csv"
     path.write_bytes(text(lines))
-    tail = SysstatTail("key", str(path), "sadf", 15.0)
+    chain = SadfChain(str(path), 15.0, once=True)
+    tail = LineTail("key", str(path), chain)
     results: list[LineResult] = []
     while (got := tail.read(chunk)).lines:
         results += tail.process(got, CTX, 0.0)
     assert [r.ref.line_no for r in results] == list(range(1, len(lines) + 1))
-    docs = [d for r in results for d in r.docs] + list(tail.flush_complete(CTX, 0.0))
+    docs = [d for r in results for d in r.docs] + list(chain.idle(0.0, CTX, final=True).docs)
     in_docs = Counter(ref.line_no for d in docs for ref in d.refs)
-    held = Counter(ref.line_no for ref in tail.held())  # in an interval still open
+    held = Counter(ref.line_no for ref in chain.held())  # in an interval still open
     for n, (raw, res) in enumerate(zip(lines, results, strict=True), start=1):
         rule = sadf_rule(decoded(raw))
         if res.bad is not None:

@@ -248,7 +248,7 @@ def test_darshan_binary_reader(tmp_path_factory: pytest.TempPathFactory) -> None
     # not check may crash the process reading it; the pool turns that into a ParseError.
     import darshan
 
-    from pipeline.formats.darshan.tail import DarshanPool
+    from pipeline.formats.darshan.pool import DarshanPool
 
     wheel = Path(darshan.__file__).resolve().parent / "tests" / "input"
     logs = [

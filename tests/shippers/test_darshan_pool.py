@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.formats.darshan import tail as darshan_tail
-from pipeline.formats.darshan.tail import DarshanPool, analyze_path
+from pipeline.formats.darshan import pool as darshan_pool
+from pipeline.formats.darshan.pool import DarshanPool, analyze_path
 from pipeline.parsers.errors import ParseError
 from pipeline.reducers.darshan_job import JobAnalysis
 
@@ -47,13 +47,13 @@ def test_rows_travel_as_json_and_a_nan_row_as_it_is(
     darshan_inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = str(darshan_inputs / "sample.darshan")
-    status, (bare, rows) = darshan_tail._work_packed(path)
+    status, (bare, rows) = darshan_pool._work_packed(path)
     assert (status, bare.files) == ("packed", [])
     assert rows.startswith(b'[{"record_id":')
 
     a = analyze_path(path)
     nan = dataclasses.replace(a, files=[{**a.files[0], "read_time_s": math.nan}])
-    monkeypatch.setattr(darshan_tail, "_work", lambda p: ("ok", nan))
-    status, value = darshan_tail._work_packed(path)
+    monkeypatch.setattr(darshan_pool, "_work", lambda p: ("ok", nan))
+    status, value = darshan_pool._work_packed(path)
     assert status == "ok"
     assert math.isnan(value.files[0]["read_time_s"])

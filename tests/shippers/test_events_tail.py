@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.delivery.acks import AckTracker
+from pipeline.formats.events.chain import EventsChain
 from pipeline.formats.events.decode import parse_events
 from pipeline.formats.events.encode import request_id
-from pipeline.formats.events.tail import EventsTail
 from pipeline.formats.events.workload_model import WorkloadModel
 from pipeline.records.core import Document
 from pipeline.records.event_schema import EventSchema, load_event_schema
@@ -22,6 +22,7 @@ from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_join import extract
 from pipeline.reducers.request_record import Request
 from pipeline.settings import RequestsSettings
+from pipeline.shippers.line_tail import LineTail
 from pipeline.shippers.results import LineResult
 from pipeline.shippers.tailer import split_complete_lines
 from pipeline.sink.documents import DocContext
@@ -60,7 +61,7 @@ class Shipper:
     """What the main job does with a tail's results, with every document acknowledged at once
     (or never, for documents sent just before a crash)."""
 
-    tail: EventsTail
+    tail: LineTail
     acks: AckTracker = field(default_factory=AckTracker)
     docs: list[Document] = field(default_factory=list)
     committed: tuple[int, int] = (0, 0)
@@ -68,9 +69,16 @@ class Shipper:
     released: Counter[int] = field(default_factory=Counter)
     """Lines given an acknowledgement without a document, by end offset."""
 
-    def feed(self, data: bytes, start: int) -> None:
+    @property
+    def chain(self) -> EventsChain:
+        assert isinstance(self.tail.chain, EventsChain)
+        return self.tail.chain
+
+    def feed(self, data: bytes, start: int, now_s: float = 0.0) -> None:
+        """Lines read at ``now_s`` (on the one clock the test moves)."""
+        self.chain.monotonic = lambda: now_s
         chunk = split_complete_lines(data, start)
-        for res in self.tail.process(chunk, CTX, 0.0):
+        for res in self.tail.process(chunk, CTX, now_s * 1000):
             self.take(res)
 
     def take(self, res: LineResult) -> None:
@@ -81,8 +89,8 @@ class Shipper:
         self.settle(list(res.docs), res.holds, res.releases)
 
     def idle(self, now_s: float, final: bool = True) -> None:
-        self.tail.monotonic = lambda: now_s  # one clock that moves only as the test says
-        rel = self.tail.idle(now_s, CTX, final=final)
+        self.chain.monotonic = lambda: now_s  # one clock that moves only as the test says
+        rel = self.chain.idle(now_s, CTX, final=final)
         self.settle(list(rel.docs), rel.holds, rel.releases)
 
     def settle(self, docs: list[Document], holds: tuple[int, ...], rel: tuple[int, ...]) -> None:
@@ -100,9 +108,9 @@ class Shipper:
             self.committed = c
 
 
-def new_tail(path: Path, schema: EventSchema, state: Path) -> EventsTail:
+def new_tail(path: Path, schema: EventSchema, state: Path) -> LineTail:
     model = WorkloadModel("http_server", state / "model.json", RequestsSettings())
-    return EventsTail("k", str(path), HOST, schema, model)
+    return LineTail("k", str(path), EventsChain(str(path), HOST, schema, model))
 
 
 def test_tailed_requests_equal_the_offline_ones_and_every_line_is_committed(
@@ -131,7 +139,7 @@ def test_tailed_requests_equal_the_offline_ones_and_every_line_is_committed(
     # every line settled: the whole file committed, nothing held any more
     assert ship.committed == (len(log), log.count(b"\n"))
     assert ship.acks.pending_lines("k") == 0
-    assert len(ship.tail._holds) == 0
+    assert len(ship.chain._holds) == 0
     # a request's document waits for every line it derives from
     for d in ship.docs:
         assert [ref.line_no for ref in d.refs] == list(expected[d.doc_id].lines)
@@ -151,7 +159,7 @@ def test_committed_offset_stops_at_the_oldest_open_request(
     # the next line holds an event of a request not delivered yet (or still queued)
     emitted = {ref.line_no for d in ship.docs for ref in d.refs}
     assert line_no + 1 not in emitted
-    assert ship.tail._holds.held(line_no + 1) > 0
+    assert ship.chain._holds.held(line_no + 1) > 0
 
 
 @pytest.mark.parametrize("fraction", [0.13, 0.5, 0.77])
@@ -165,7 +173,7 @@ def test_restart_from_the_committed_offset_loses_and_duplicates_nothing(
     first = Shipper(new_tail(path, schema, tmp_path))
     first.feed(log[:cut], 0)  # then the process dies: what it held is lost
     offset, line_no = first.committed
-    first.tail.model.save()
+    first.chain.model.save()
     second = Shipper(new_tail(path, schema, tmp_path))
     second.tail.resume(offset, line_no, first.tail.take_snapshot(offset))
     second.feed(log[offset:], offset)
@@ -179,7 +187,7 @@ def test_restart_from_the_committed_offset_loses_and_duplicates_nothing(
         assert kept[rid].source["iolens"]["request"]["resources"] == r.resources
     assert second.committed == (len(log), log.count(b"\n"))
     # the model counts each request once, and both halves share its clusters
-    sizes = [cl.size for cl in second.tail.model.clusterer.clusters]
+    sizes = [cl.size for cl in second.chain.model.clusterer.clusters]
     assert sum(sizes) == len(expected)
     assert len(sizes) == 6
 
@@ -198,7 +206,8 @@ def test_bad_lines_are_reported_and_settled_at_once(schema: EventSchema, tmp_pat
     bad = results[1].bad
     assert bad is not None and bad.error.line_no == 2 and bad.error.path == str(path)
     assert results[1].pending is None and not results[1].docs  # settled: nothing waits
-    assert tail.wall_offset_ns == 1700000000000000000 - 1000
+    assert isinstance(tail.chain, EventsChain)
+    assert tail.chain.wall_offset_ns == 1700000000000000000 - 1000
 
 
 def test_a_quiet_file_flushes_its_open_request_as_incomplete(
@@ -214,11 +223,10 @@ def test_a_quiet_file_flushes_its_open_request_as_incomplete(
     path.write_bytes(data)
     mtime = os.stat(path).st_mtime
     ship = Shipper(new_tail(path, schema, tmp_path))
-    ship.tail.last_read_s = mtime
-    ship.feed(data, 0)
+    ship.feed(data, 0, now_s=mtime)
     assert not ship.docs and ship.committed == (0, 0)
     ship.idle(mtime + 2, final=False)  # queue drained after the 1 s window; request open
-    assert not ship.docs and len(ship.tail._queue or []) == 0
+    assert not ship.docs and len(ship.chain._queue or []) == 0
     ship.idle(mtime + schema.parser.timeout_s)  # not modified for the timeout: flushed
     [doc] = ship.docs
     req = doc.source["iolens"]["request"]

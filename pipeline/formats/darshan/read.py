@@ -8,7 +8,7 @@ heatmaps are skipped: they can be far larger than the counters and the analyses 
 them. No DataFrame conversion happens (it doubles the cost).
 
 ``import darshan`` costs about half a second, so it happens once per process; logs are read in
-long-lived worker processes (:class:`pipeline.formats.darshan.tail.DarshanPool`).
+long-lived worker processes (:class:`pipeline.formats.darshan.pool.DarshanPool`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """Shipping Darshan logs: whole files, analysed in a worker pool (see
-:mod:`pipeline.formats.darshan.tail`)."""
+:mod:`pipeline.formats.darshan.chain`)."""
 
 from __future__ import annotations
 
-from pipeline.formats.darshan.tail import DarshanPool, DarshanTail
+from pipeline.formats.darshan.chain import DarshanChain, darshan_tail
+from pipeline.formats.darshan.pool import DarshanPool
 from pipeline.reducers.io_diagnosis import Thresholds
 from pipeline.shippers.interface import NewFile, ShipContext, Shipper, Tail
+from pipeline.shippers.whole_file import WholeFileTail
 
 
 class DarshanShipper(Shipper):
@@ -26,19 +28,18 @@ class DarshanShipper(Shipper):
         super().__init__(ctx)
         ds = ctx.settings.darshan
         self.pool = DarshanPool(ds.workers, inline=ds.inline)
+        thresholds = Thresholds(ds.min_nprocs, ds.min_bytes_per_proc, ds.max_bytes_per_s)
+        self.chain = DarshanChain(self.pool, thresholds, ctx.evidence)
 
     def open(self, file: NewFile) -> Tail:
-        """A tail on a log, read once it was unchanged for ``darshan.stable_s`` (at once in a
-        ``--once`` run)."""
+        """A reader of a log, read once it was unchanged for ``darshan.stable_s`` (at once in
+        a ``--once`` run)."""
         state = file.register()
-        ds = self.ctx.settings.darshan
-        tail = DarshanTail(
+        tail = darshan_tail(
             file.key,
             file.path,
-            self.pool,
-            stable_s=0.0 if self.ctx.once else ds.stable_s,
-            thresholds=Thresholds(ds.min_nprocs, ds.min_bytes_per_proc, ds.max_bytes_per_s),
-            evidence=self.ctx.evidence,
+            self.chain,
+            stable_s=0.0 if self.ctx.once else self.ctx.settings.darshan.stable_s,
             clock=self.ctx.clock,
             monotonic=self.ctx.monotonic,
         )
@@ -47,7 +48,7 @@ class DarshanShipper(Shipper):
 
     def prefetch(self, tail: Tail) -> None:
         """Hand the log to the pool now, so logs are analysed while others are shipped."""
-        if isinstance(tail, DarshanTail):
+        if isinstance(tail, WholeFileTail):
             tail.prefetch()
 
     def close(self) -> None:

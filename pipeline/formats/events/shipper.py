@@ -1,5 +1,5 @@
 """Shipping event logs: requests joined from events, placed in the drop's workload model (see
-:mod:`pipeline.formats.events.tail`)."""
+:mod:`pipeline.formats.events.chain`)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,17 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
-from pipeline.formats.events.tail import EventsTail
+from pipeline.formats.events.chain import EventsChain
 from pipeline.formats.events.workload_model import WorkloadModel
 from pipeline.records.event_schema import EventSchema, load_event_schema
 from pipeline.settings import DropSettings
 from pipeline.shippers.hosts import host_for
-from pipeline.shippers.interface import Idled, NewFile, ShipContext, Shipper, Tail
-from pipeline.shippers.results import LineResult, Released
-from pipeline.shippers.tailer import TailChunk
-from pipeline.sink.documents import DocContext
+from pipeline.shippers.interface import Idled, NewFile, ShipContext, Tail
+from pipeline.shippers.line_tail import LineChain, LineShipper
+from pipeline.shippers.results import Released
 
 
-class EventsShipper(Shipper):
+class EventsShipper(LineShipper):
     """Event logs, one workload model per drop (kept under ``<state>/models/``).
 
     Args:
@@ -28,6 +27,7 @@ class EventsShipper(Shipper):
 
     pattern = "*.jsonl"
     writes = ("logs-iolens.request", "metrics-iolens.workload_model")
+    final_line = False
 
     def __init__(self, ctx: ShipContext) -> None:
         super().__init__(ctx)
@@ -54,35 +54,22 @@ class EventsShipper(Shipper):
             self._models[root] = (schema, model)
         return self._models[root]
 
-    def open(self, file: NewFile) -> Tail:
-        """A tail on an event log, with its drop's schema and model.
+    def chain_for(self, file: NewFile) -> LineChain:
+        """The chain of an event log, with its drop's schema and model.
 
         Raises:
             ConfigError: as :meth:`model_for`.
         """
         schema, model = self.model_for(file.drop)
-        state = file.register()
         drop = file.drop
         host = host_for(file.named, Path(drop.path), drop.host, self.ctx.hostname)
-        tail = EventsTail(file.key, file.path, host, schema, model, monotonic=self.ctx.monotonic)
-        tail.resume(state.offset, state.line_no, state.cursor)
-        return tail
-
-    def ship(
-        self, tail: Tail, chunk: TailChunk, ctx: DocContext, now_ms: float
-    ) -> Iterator[LineResult]:
-        """As :meth:`Shipper.ship`, noting when the file was last read (its quiet time)."""
-        if isinstance(tail, EventsTail):
-            tail.mark_read(now_ms / 1000)
-        return tail.process(chunk, ctx, now_ms)
+        return EventsChain(file.path, host, schema, model, monotonic=self.ctx.monotonic)
 
     def idle(self, tails: Sequence[Tail], now_s: float, final: bool) -> Iterator[Idled]:
         """What quiet logs flush, then the snapshots of the workload models that are due
         (every one that changed, when ``final``; every one whose last snapshot went to another
         cluster)."""
-        for tail in tails:
-            if isinstance(tail, EventsTail):
-                yield Idled(tail.key, tail.idle(now_s, self.doc_ctx, final=final))
+        yield from super().idle(tails, now_s, final)
         cluster = self.ctx.registry.cluster
         for _schema, model in self._models.values():
             if model.due(now_s, final, cluster):

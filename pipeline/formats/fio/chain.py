@@ -24,7 +24,7 @@ from pipeline.records.fio_bins import BinLayout, layout_for_bins
 from pipeline.reducers.histogram import LatencyHistogram
 from pipeline.settings import FioSettings
 from pipeline.shippers.hosts import fio_job_for, fio_prefix_for
-from pipeline.shippers.line_tail import LineTail
+from pipeline.shippers.line_tail import LineChain, LineTail
 from pipeline.shippers.tailer import read_gzip_lines
 from pipeline.sink.documents import DocContext
 
@@ -51,7 +51,7 @@ def last_time_ms(path: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-class FioChain:
+class FioChain(LineChain):
     """decode -> reduce -> encode of one histogram log (a
     :class:`~pipeline.shippers.line_tail.LineChain`).
 

@@ -1,13 +1,5 @@
-"""Shipping Darshan logs: whole files, read once stable, analysed in a process pool.
-
-A Darshan log is written once, at the end of a job, so it is read whole when its size and
-modification time have been still for ``darshan.stable_s`` (measured by
-:class:`~pipeline.shippers.stillness.Stillness`, so a stepped clock neither holds a log back for
-hours nor takes one still being copied for finished); a log still being copied raises
-:class:`NotStable` and is tried again later. Reading (pydarshan) and the analysis run in worker
-processes that live as long as the shipper: ``import darshan`` alone costs about half a second
-(reference/darshan-iominer.md 3). The whole file is one "line" for the registry: its offset
-moves to the end once every document derived from it is acknowledged.
+"""Reading and analysing Darshan logs in worker processes that live as long as the shipper:
+``import darshan`` alone costs about half a second (reference/darshan-iominer.md 3).
 
 Files named ``*.txt`` (or starting with ``#``) are ``darshan-parser`` text dumps
 (:func:`pipeline.formats.darshan.decode.parse_darshan_text`); everything else goes to pydarshan.
@@ -21,38 +13,18 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from pipeline.formats.darshan.decode import parse_darshan_text
-from pipeline.formats.darshan.encode import diagnosis_document, file_documents, job_document
 from pipeline.formats.darshan.read import read_darshan
 from pipeline.parsers.errors import ParseError
-from pipeline.records.core import Document, LineRef
 from pipeline.reducers.darshan_job import JobAnalysis, analyze
-from pipeline.reducers.io_diagnosis import (
-    NO_EVIDENCE,
-    Diagnosis,
-    Evidence,
-    Thresholds,
-    diagnose,
-    low_bandwidth,
-)
-from pipeline.shippers.results import LineResult
-from pipeline.shippers.stillness import Stillness
-from pipeline.shippers.tailer import TailChunk
-from pipeline.sink.documents import DocContext
 
 log = logging.getLogger(__name__)
-
-
-class NotStable(EOFError):
-    """The log changed less than ``stable_s`` ago (still being written or copied)."""
 
 
 def is_text_dump(path: str) -> bool:
@@ -190,130 +162,3 @@ class DarshanPool:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
         self._futures.clear()
-
-
-FindEvidence = Callable[[JobAnalysis], Evidence]
-"""Given a low-bandwidth job, the server-side evidence for its diagnosis found in
-Elasticsearch (:func:`pipeline.jobs.darshan_evidence.server_evidence`)."""
-
-
-@dataclass
-class DarshanTail:
-    """Read state of one Darshan log (a :class:`~pipeline.shippers.interface.Tail`).
-
-    Attributes:
-        key: registry key; path: current path.
-        pool: where logs are analysed.
-        stable_s: how long the file must be unchanged before it is read (0: read at once).
-        thresholds: the low-bandwidth cut; a diagnosis document is written for those jobs.
-        evidence: server-side data for the diagnosis (None: the job's own counters only).
-        clock: wall-clock seconds; monotonic: monotonic seconds (for ``stable_s``).
-    """
-
-    key: str
-    path: str
-    pool: DarshanPool
-    stable_s: float = 5.0
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    evidence: FindEvidence | None = None
-    clock: Callable[[], float] = time.time
-    monotonic: Callable[[], float] = time.monotonic
-    kind: str = "darshan"
-    offset: int = 0
-    line_no: int = 0
-    exhausted: bool = False
-    compressed: bool = True
-    snapshots: dict[int, str] = field(default_factory=dict)
-    last: Diagnosis | None = None
-    """The diagnosis of the log shipped, when it was low-bandwidth."""
-    _still: Stillness = field(default_factory=Stillness)
-
-    def resume(self, offset: int, line_no: int, cursor: str | None) -> None:
-        """Continue from the registry (offset > 0: the log was shipped already)."""
-        self.offset, self.line_no = offset, line_no
-
-    def cursor(self) -> str | None:
-        """Whole files keep no reader state."""
-        return None
-
-    def restart(self) -> None:
-        """Read again from the start (the file was replaced in place)."""
-        self.offset = self.line_no = 0
-        self.snapshots.clear()
-        self.exhausted = False
-
-    def stable(self) -> bool:
-        """Whether the file has been unchanged for ``stable_s``."""
-        if self.stable_s <= 0:
-            return True
-        st = os.stat(self.path)
-        state = (st.st_mtime_ns, st.st_size)
-        still_s = self._still.still_s(
-            state, st.st_mtime, self.stable_s, self.clock(), self.monotonic()
-        )
-        return still_s >= self.stable_s
-
-    def prefetch(self) -> None:
-        """Hand the log to the pool now, if it is stable and not shipped yet."""
-        try:
-            if self.offset == 0 and self.stable():
-                self.pool.submit(self.path)
-        except OSError:
-            pass
-
-    def read(self, max_bytes: int) -> TailChunk:
-        """The whole file as one pseudo-line, once.
-
-        Raises:
-            NotStable: it changed less than ``stable_s`` ago.
-            FileNotFoundError: it is gone.
-        """
-        size = os.stat(self.path).st_size
-        if self.offset > 0:
-            if size < self.offset:
-                return TailChunk((), (), 0, truncated=True)
-            return TailChunk((), (), self.offset)
-        if not self.stable():
-            raise NotStable(f"{self.path} changed less than {self.stable_s:g} s ago")
-        return TailChunk((b"",), (max(size, 1),), max(size, 1))
-
-    def take_snapshot(self, end_offset: int) -> str | None:
-        """Whole files keep no cursor."""
-        self.snapshots.pop(end_offset, None)
-        return None
-
-    def process(self, chunk: TailChunk, ctx: DocContext, created_ms: float) -> Iterator[LineResult]:
-        """Analyse the log and yield its documents.
-
-        Raises:
-            ParseError: not a readable Darshan log (the caller quarantines the file).
-        """
-        a = self.pool.result(self.path)
-        self.line_no, self.offset = 1, chunk.next_offset
-        ref = LineRef(self.key, self.path, 1, chunk.next_offset)
-        docs, self.last = log_documents(a, ctx, (ref,), created_ms, self.thresholds, self.evidence)
-        self.snapshots[chunk.next_offset] = ""
-        yield LineResult(ref, tuple(docs))
-
-
-def log_documents(
-    a: JobAnalysis,
-    ctx: DocContext,
-    refs: tuple[LineRef, ...],
-    created_ms: float,
-    thresholds: Thresholds,
-    evidence: FindEvidence | None = None,
-) -> tuple[list[Document], Diagnosis | None]:
-    """Every document of one analysed log: its job, its files and, when the job is
-    low-bandwidth under ``thresholds``, its diagnosis (with the server-side ``evidence``).
-
-    Returns:
-        The documents and the diagnosis (None when the job is not low-bandwidth).
-    """
-    docs: list[Document] = [job_document(ctx, a, refs, created_ms)]
-    docs += file_documents(ctx, a, refs, created_ms)
-    if not low_bandwidth(a, thresholds):
-        return docs, None
-    d = diagnose(a, thresholds, evidence(a) if evidence is not None else NO_EVIDENCE)
-    docs.append(diagnosis_document(ctx, d, refs, created_ms))
-    return docs, d

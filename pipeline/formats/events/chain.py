@@ -1,4 +1,5 @@
-"""Tailing event logs: JSON-lines events -> requests (Magpie, seed 002) -> documents.
+"""The chain of an event log: JSON-lines events -> requests (Magpie, seed 002) -> documents,
+tailed by line (:class:`~pipeline.shippers.line_tail.LineTail`).
 
 Each file of an ``events`` drop is one machine's stream: its application events and, appended
 to the same file, its kernel context switches (``iolens requests convert-perf``). Lines are
@@ -20,7 +21,8 @@ unseeded groups, never indexed.
 
 Time: ``ts`` is ns on the machine's own clock. A ``ClockSync`` event (``wall_ns``) pairs it with
 the wall clock; without one, a ``ts`` after 2001 in ns is taken as epoch ns, and otherwise the
-file's modification time as the time of its newest event. The offset is kept in the cursor.
+file's modification time as the time of its newest event. The clock offset is kept in the
+cursor.
 
 A file that stays quiet: after the reorder window its queue is drained; its sub-graphs idle for
 the schema's ``timeout_s`` (on the events' clock, advanced by the time since the last line)
@@ -32,12 +34,10 @@ forward does not flush requests still being written, nor one stepped back hold t
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import orjson
 
@@ -53,9 +53,9 @@ from pipeline.reducers.event_order import ReorderQueue
 from pipeline.reducers.line_holds import LineHolds
 from pipeline.reducers.request_join import ParserStats, RequestParser
 from pipeline.reducers.request_record import Request
-from pipeline.shippers.results import NOTHING, BadLine, LineResult, Released
+from pipeline.shippers.line_tail import Held, LineChain
+from pipeline.shippers.results import NOTHING, Released
 from pipeline.shippers.stillness import Stillness
-from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_lines
 from pipeline.sink.documents import DocContext
 
 log = logging.getLogger(__name__)
@@ -64,40 +64,36 @@ EPOCH_NS_MIN = 10**18
 """A ``ts`` at least this large (September 2001 in ns since the epoch) is wall-clock time."""
 
 
-@dataclass
-class EventsTail:
-    """Read state of one event log (a :class:`~pipeline.shippers.interface.Tail`).
+class EventsChain(LineChain):
+    """decode -> reorder and join -> encode of one event log (a
+    :class:`~pipeline.shippers.line_tail.LineChain`).
+
+    Args:
+        path: the log; host: ``host.name`` of its requests.
+        schema: the drop's event schema; model: the drop's workload model.
+        monotonic: monotonic seconds (how long the file has been quiet).
 
     Attributes:
-        key: registry key; path: current path.
-        host: ``host.name`` of its requests.
-        schema: the drop's event schema.
-        model: the drop's workload model.
-        offset: next byte to read; line_no: lines read.
+        wall_offset_ns: wall-clock ns minus the log's ``ts`` (None: not known yet).
+        last_read_s: when lines were last read (``monotonic`` seconds).
     """
 
-    key: str
-    path: str
-    host: str
-    schema: EventSchema
-    model: WorkloadModel
-    offset: int = 0
-    line_no: int = 0
-    exhausted: bool = False
-    snapshots: dict[int, str] = field(default_factory=dict)
-    kind: str = "events"
-    wall_offset_ns: int | None = None
-    last_read_s: float = 0.0
-    """When lines were last read (``monotonic`` seconds)."""
-    monotonic: Callable[[], float] = time.monotonic
-    _still: Stillness = field(default_factory=Stillness)
-    _holds: LineHolds = field(default_factory=LineHolds)
-    _parser: RequestParser | None = None
-    _queue: ReorderQueue | None = None
-    _ends: dict[int, int] = field(default_factory=dict)
-    _cursor: tuple[int | None, str] = (-1, "")
-
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        path: str,
+        host: str,
+        schema: EventSchema,
+        model: WorkloadModel,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path, self.host, self.schema, self.model = path, host, schema, model
+        self.monotonic = monotonic
+        self.wall_offset_ns: int | None = None
+        self.last_read_s = 0.0
+        self._still = Stillness()
+        self._lines: Sequence[bytes] = ()
+        self._cursor: tuple[int | None, dict[str, object]] = (-1, {})
         self._reset_join()
 
     def _reset_join(self) -> None:
@@ -105,105 +101,75 @@ class EventsTail:
         self._parser = RequestParser(self.schema, holds=self._holds)
         window = int(self.schema.parser.reorder_window_ms * 1e6)
         self._queue = ReorderQueue(window, self.schema, self._holds)
-        self._ends = {}
-
-    @property
-    def compressed(self) -> bool:
-        """A ``.gz`` log is read whole once complete."""
-        return self.path.endswith(".gz")
+        self._refs: dict[int, LineRef] = {}
 
     @property
     def stats(self) -> ParserStats:
         """The parser's counters."""
-        assert self._parser is not None
         return self._parser.stats
 
-    def resume(self, offset: int, line_no: int, cursor: str | None) -> None:
-        """Continue after a committed line with the cursor stored with it."""
-        self.offset, self.line_no = offset, line_no
-        if cursor:
-            self.wall_offset_ns = json.loads(cursor).get("wall_offset_ns")
+    def resume(self, cursor: Mapping[str, object] | None) -> None:
+        """Continue with the clock offset of a cursor (None: a file's start, joined afresh)."""
+        if cursor is None:
+            self.wall_offset_ns = None
+            self._reset_join()
+            return
+        offset = cursor.get("wall_offset_ns")
+        self.wall_offset_ns = offset if isinstance(offset, int) else None
 
-    def cursor(self) -> str:
-        """JSON state to store with a committed line: the clock offset."""
+    def cursor(self) -> Mapping[str, object]:
+        """The clock offset (and the host)."""
         if self._cursor[0] != self.wall_offset_ns:
-            state = {"wall_offset_ns": self.wall_offset_ns, "host": self.host}
-            self._cursor = (self.wall_offset_ns, json.dumps(state))
+            self._cursor = (
+                self.wall_offset_ns,
+                {"wall_offset_ns": self.wall_offset_ns, "host": self.host},
+            )
         return self._cursor[1]
 
-    def restart(self) -> None:
-        """Start over at byte 0 after a truncation."""
-        self.offset = self.line_no = 0
-        self.wall_offset_ns = None
-        self.snapshots.clear()
-        self.exhausted = False
-        self._reset_join()
+    def begin(self, lines: Sequence[bytes], now_ms: float) -> None:
+        """Lines were read from the file at ``now_ms`` (wall clock): its quiet time starts
+        now, and its state is seen now (so a clock stepped later does not change its age)."""
+        self._lines = lines
+        self.last_read_s = self.monotonic()
+        self._still_s(now_ms / 1000, self.last_read_s)
 
-    def read(self, max_bytes: int) -> TailChunk:
-        """The next complete lines (a ``.gz`` file: all remaining lines)."""
-        return read_lines(self.path, self.offset, max_bytes)
+    def decode(self, raw: bytes, line_no: int) -> Iterable[object]:
+        """The line's event (nothing for a blank line), or why it is not one."""
+        if not raw.strip():
+            return ()
+        try:
+            return (parse_event_line(raw, self.path, line_no),)
+        except ParseError as err:
+            return (err,)
 
-    def take_snapshot(self, end_offset: int) -> str | None:
-        """Pop the cursor stored for a line (and drop older ones)."""
-        return pop_snapshot(self.snapshots, end_offset)
+    def encode(
+        self, record: object, ref: LineRef, start: int, ctx: DocContext, created_ms: float
+    ) -> Held:
+        """Put the event in order and join what comes out of the reorder queue; the line
+        waits for its own hold (one acknowledgement, given back through a later ``releases``)
+        and the documents of the requests finished here hold the lines they derive from."""
+        assert isinstance(record, Event)
+        self._clock(record)
+        self._refs[ref.line_no] = ref
+        requests: list[Request] = []
+        for ev in self._queue.push(record):
+            requests += self._parser.feed(ev)
+            self._holds.drop(ev.line_no)
+        out = self._settle(requests, ctx, created_ms)
+        return Held(out.docs, pending=1, holds=out.holds, releases=out.releases)
 
-    def _clock(self, e: Event, chunk: TailChunk) -> None:
+    def _clock(self, e: Event) -> None:
         if e.ev == CLOCK_EVENT and isinstance(e.attrs.get("wall_ns"), int):
             self.wall_offset_ns = int(e.attrs["wall_ns"]) - e.ts_ns
         elif self.wall_offset_ns is None:
             if e.ts_ns >= EPOCH_NS_MIN:
                 self.wall_offset_ns = 0
-            else:  # the newest line of the chunk was written at the file's mtime
-                last = _last_ts(chunk)
+            else:  # the newest line of the read was written at the file's mtime
+                last = _last_ts(self._lines)
                 mtime_ns = os.stat(self.path).st_mtime_ns
                 self.wall_offset_ns = mtime_ns - (last if last is not None else e.ts_ns)
 
-    def process(self, chunk: TailChunk, ctx: DocContext, created_ms: float) -> Iterator[LineResult]:
-        """Parse each line, join its events and yield what each line finished.
-
-        Each event line waits for one acknowledgement of its own (its hold, given back through
-        a later result's ``releases``).
-        """
-        for raw, end in zip(chunk.lines, chunk.end_offsets, strict=True):
-            self.line_no += 1
-            self.offset = end
-            yield self._line(
-                raw, LineRef(self.key, self.path, self.line_no, end), chunk, ctx, created_ms
-            )
-        if chunk.lines:
-            self.offset = chunk.next_offset
-
-    def _line(
-        self, raw: bytes, ref: LineRef, chunk: TailChunk, ctx: DocContext, created_ms: float
-    ) -> LineResult:
-        """One event line: what the requests it finished produced, or a bad line."""
-        assert self._parser is not None and self._queue is not None
-        end = ref.end_offset
-        if not raw.strip():
-            self.snapshots[end] = self.cursor()
-            return LineResult(ref)
-        try:
-            e = parse_event_line(raw, self.path, self.line_no)
-        except ParseError as err:
-            self.snapshots[end] = self.cursor()
-            return LineResult(ref, bad=BadLine(ref, raw, err))
-        self._clock(e, chunk)
-        self._ends[self.line_no] = end
-        requests: list[Request] = []
-        for ev in self._queue.push(e):
-            requests += self._parser.feed(ev)
-            self._holds.drop(ev.line_no)
-        out = self._settle(requests, ctx, created_ms)
-        self.snapshots[end] = self.cursor()
-        return LineResult(ref, out.docs, pending=1, holds=out.holds, releases=out.releases)
-
-    def mark_read(self, now_s: float) -> None:
-        """Lines were read from the file at ``now_s`` (wall-clock s): its quiet time starts
-        now, and its state is seen now (so a clock stepped later does not change its age)."""
-        self.last_read_s = self.monotonic()
-        self._still_s(now_s, self.last_read_s)
-
-    def idle(self, now_s: float, ctx: DocContext, *, final: bool = False) -> Released:
+    def idle(self, now_s: float, ctx: DocContext, final: bool) -> Released:
         """Let go of what a quiet file holds (see the module docstring).
 
         Args:
@@ -211,7 +177,6 @@ class EventsTail:
             final: the run ends (``iolens run --once``, ``ingest``): drain the queue whatever
                 its age.
         """
-        assert self._parser is not None and self._queue is not None
         mono_s = self.monotonic()
         quiet_s = mono_s - self.last_read_s
         window_s = self.schema.parser.reorder_window_ms / 1000
@@ -248,12 +213,12 @@ class EventsTail:
             doc = self._document(r, ctx, created_ms)
             docs.append(doc)
             holds += [ref.end_offset for ref in doc.refs]
-        releases = [self._ends.pop(n) for n in released]
+        releases = [self._refs.pop(n).end_offset for n in released]
         return Released(tuple(docs), tuple(holds), tuple(releases))
 
     def _document(self, r: Request, ctx: DocContext, created_ms: float) -> Document:
         form = canonical(r, self.schema)
-        refs = tuple(LineRef(self.key, self.path, n, self._ends[n]) for n in r.lines)
+        refs = tuple(self._refs[n] for n in r.lines)
         rid = request_id(self.host, r)
         assignment, outlier = self.model.place(rid, form)
         return request_document(
@@ -271,10 +236,10 @@ class EventsTail:
         )
 
 
-def _last_ts(chunk: TailChunk) -> int | None:
-    """The ``ts`` of the chunk's last line that has one (orjson: a line nested deeper than
+def _last_ts(lines: Sequence[bytes]) -> int | None:
+    """The ``ts`` of the last of ``lines`` that has one (orjson: a line nested deeper than
     1024 levels is an error like any line that is not JSON, never a RecursionError)."""
-    for raw in reversed(chunk.lines):
+    for raw in reversed(lines):
         try:
             ts = orjson.loads(raw).get("ts")
         except (ValueError, AttributeError):
