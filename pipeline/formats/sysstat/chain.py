@@ -69,9 +69,9 @@ class SadfChain(TableChain):
         """The documents of the intervals ``record`` closes; the line of a sample waits for
         the document of its own interval (one acknowledgement)."""
         assert isinstance(record, DiskSample | RestartMark)
-        refused = self._unread.overlap(record)
+        refused = self._unread.overlap(record, ref.line_no)
         if refused is not None:
-            return refused
+            return refused.reason
         self._coarse.say(record)
         finished = self._down.add(record)
         if isinstance(record, DiskSample):

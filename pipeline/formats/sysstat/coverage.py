@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 
+from pipeline.parsers.errors import ParseError
 from pipeline.parsers.limits import utc_text
 from pipeline.records.core import DiskSample, RestartMark
 
@@ -22,19 +23,22 @@ class CoverageCheck:
         self.path = path
         self._covered: dict[tuple[str, str], Coverage] = {}
 
-    def overlap(self, rec: DiskSample | RestartMark) -> str | None:
-        """Why ``rec`` is refused (its time overlaps time of its device read before), or None
-        after recording its span (a restart record covers nothing)."""
+    def overlap(self, rec: DiskSample | RestartMark, line_no: int) -> ParseError | None:
+        """Why ``rec`` (of line ``line_no``; 0: of a whole file) is refused (its time overlaps
+        time of its device read before), or None after recording its span (a restart record
+        covers nothing)."""
         if not isinstance(rec, DiskSample):
             return None
         covered = self._covered.setdefault((rec.host, rec.device), Coverage())
         start = rec.end_s - rec.interval_s
         overlap = covered.overlap(start, rec.end_s)
         if overlap is not None:
-            return (
+            return ParseError(
+                self.path,
+                line_no,
                 f"{rec.host}/{rec.device} sample of {utc_text(start)} to {utc_text(rec.end_s)} "
                 f"overlaps the time from {utc_text(overlap[0])} to {utc_text(overlap[1])} read "
-                "before (the clock stepped back, or rows repeated or out of order)"
+                "before (the clock stepped back, or rows repeated or out of order)",
             )
         covered.add(start, rec.end_s)
         return None

@@ -135,8 +135,8 @@ def _checked(check: CoverageCheck, rec: Record) -> Record:
     """``rec``, or why it is refused: its time overlaps time of its device read before."""
     if isinstance(rec, ParseError):
         return rec
-    reason = check.overlap(rec)
-    return rec if reason is None else ParseError(check.path, 0, reason)
+    refused = check.overlap(rec, 0)
+    return rec if refused is None else refused
 
 
 def _from_sadf(err: ParseError) -> ParseError:
