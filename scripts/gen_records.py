@@ -19,9 +19,10 @@ Types: keyword-like fields and dates (written as ISO-8601 text) are ``str``, who
 ``dict[str, Any]``. An object that takes fields its mapping does not name (``dynamic`` true,
 false or runtime on the object itself) is a ``dict`` of its fields' value type (a dynamic
 template's for ``<object>.*``). The fields the encoders write as lists are named in
-:data:`ARRAYS` (``X | list[X]``): any field may hold a list in Elasticsearch. A type, a mapping
-parameter or a dynamic template this script does not understand is refused, naming the
-template and the field, so that no field is ever left out in silence.
+:data:`ARRAYS` (``X | list[X]``: any field may hold a list in Elasticsearch), those they write
+as null while unknown in :data:`NULLABLE` (``X | None``). A type, a mapping parameter or a
+dynamic template this script does not understand is refused, naming the template and the
+field, so that no field is ever left out in silence.
 
 Usage::
 
@@ -82,6 +83,23 @@ ARRAYS = frozenset(
 )
 """Fields the encoders write as a list of values (or of objects), in whichever stream maps
 them: typed ``X | list[X]``. Each must be mapped by some stream."""
+
+NULLABLE = frozenset(
+    {
+        "iolens.incident.end",
+        "iolens.incident.duration_s",
+        "iolens.incident.mount_point",
+        "iolens.incident.persistence_rank",
+        "iolens.incident.persistence_value",
+        "iolens.service_rate.throughput_per_s",
+        "iolens.service_rate.blocked_share",
+        "iolens.service_rate.utilisation",
+        "iolens.workload_model.separation",
+    }
+)
+"""Fields the encoders write as null while unknown (an open incident's ``end``), which
+Elasticsearch reads as absent: typed ``X | None``. Each must be mapped by some stream; every
+other field is left out instead of null."""
 
 SCALARS = {
     **dict.fromkeys(("keyword", "constant_keyword", "wildcard", "text", "match_only_text"), "str"),
@@ -302,8 +320,9 @@ carries (``iolens-ecs@mappings``) are ``CommonSource`` (what ``DocContext.base``
 these types, so that mypy checks each key they write against the mapping.
 
 Dates are ISO-8601 text, as iolens writes them; a decimal field is ``float`` (which takes an
-int); fields the encoders write as lists are ``X | list[X]``; an object that takes fields its
-mapping does not name is a ``dict`` of their value type (its mapped fields in a comment).
+int); fields the encoders write as lists are ``X | list[X]``, those they write as null while
+unknown ``X | None``; an object that takes fields its mapping does not name is a ``dict`` of
+their value type (its mapped fields in a comment).
 """
 '''
 
@@ -391,7 +410,8 @@ class Module:
         else:
             kind = self.object_class(stream, path, spec)
         self.uses |= {n for n in ("Any", "Histogram") if n in kind}
-        return f"{kind} | list[{kind}]" if path in ARRAYS else kind
+        kind = f"{kind} | list[{kind}]" if path in ARRAYS else kind
+        return f"{kind} | None" if path in NULLABLE else kind
 
     def object_class(self, stream: Stream, path: str, spec: dict[str, Any]) -> str:
         """The TypedDict of object field ``path`` (the common one when it is unchanged)."""
@@ -496,9 +516,9 @@ def build(mappings: Path = MAPPINGS) -> str:
         dataset = name.split("-", 1)[-1]
         module.root_class(Stream(pascal(dataset), f"``{name}``", mapping.rules), mapping)
         paths |= field_paths(mapping.properties)
-    unmapped = sorted(ARRAYS - paths)
-    if unmapped:
-        raise MappingError(f"ARRAYS names fields no template maps: {', '.join(unmapped)}")
+    for name, named in (("ARRAYS", ARRAYS), ("NULLABLE", NULLABLE)):
+        if unmapped := sorted(named - paths):
+            raise MappingError(f"{name} names fields no template maps: {', '.join(unmapped)}")
     return module.text()
 
 

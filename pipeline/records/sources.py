@@ -11,8 +11,9 @@ carries (``iolens-ecs@mappings``) are ``CommonSource`` (what ``DocContext.base``
 these types, so that mypy checks each key they write against the mapping.
 
 Dates are ISO-8601 text, as iolens writes them; a decimal field is ``float`` (which takes an
-int); fields the encoders write as lists are ``X | list[X]``; an object that takes fields its
-mapping does not name is a ``dict`` of their value type (its mapped fields in a comment).
+int); fields the encoders write as lists are ``X | list[X]``, those they write as null while
+unknown ``X | None``; an object that takes fields its mapping does not name is a ``dict`` of
+their value type (its mapped fields in a comment).
 """
 
 from __future__ import annotations
@@ -339,18 +340,18 @@ class IolensIncidentIolensIncident(TypedDict, total=False):
     id: str
     status: str
     start: str
-    end: str
-    duration_s: float
+    end: str | None
+    duration_s: float | None
     updated: str
     lun: str
     device: str
     peer_group: str
     metric: str
-    mount_point: str
+    mount_point: str | None
     windows: int
     max_score: float
-    persistence_rank: int
-    persistence_value: float
+    persistence_rank: int | None
+    persistence_value: float | None
     jobs: str | list[str]
     critical_files: str | list[str]
     fio_breaches: int
@@ -959,9 +960,9 @@ class IolensServiceRateIolensServiceRate(TypedDict, total=False):
     period_s: float
     samples: int
     busy_s: float
-    throughput_per_s: float
-    blocked_share: float
-    utilisation: float
+    throughput_per_s: float | None
+    blocked_share: float | None
+    utilisation: float | None
     bottleneck: bool
 
 
@@ -1004,7 +1005,7 @@ class IolensWorkloadModelIolensWorkloadModel(TypedDict, total=False):
     resources: dict[str, float]
     diameter: float
     max_distance: float
-    separation: float
+    separation: float | None
     threshold: float
     requests: int
     # model_error maps cpu_ns, sched_cpu_ns, disk_bytes, net_bytes (dynamic: false)
