@@ -51,18 +51,21 @@ lab: $(STAMP) sysdeps labdeps
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline tests bench examples scripts
 	$(BIN)/ruff format --check pipeline tests bench examples scripts
+	$(BIN)/python scripts/gen_records.py --check
 	$(BIN)/mypy
-	$(BIN)/mypy --strict scripts/shape.py
+	$(BIN)/mypy --strict scripts/shape.py scripts/gen_records.py
 	$(BIN)/python scripts/shape.py
 	$(BIN)/lint-imports
 
 schema: $(STAMP)
 	$(BIN)/iolens config schema > config/schemas/pipeline.schema.json
 
-# The documentation site (var/site), built with --strict. Stale generated reference pages are
-# regenerated and fail the target, so that CI catches them: review, commit, run it again.
+# The documentation site (var/site), built with --strict. Stale generated reference pages (and
+# a stale pipeline/records/sources.py) are regenerated and fail the target, so that CI catches
+# them: review, commit, run it again.
 docs: $(STAMP)
 	$(BIN)/python scripts/gen_docs.py --check || { $(BIN)/python scripts/gen_docs.py; exit 1; }
+	$(BIN)/python scripts/gen_records.py --check || { $(BIN)/python scripts/gen_records.py; exit 1; }
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The wheel and sdist a site installs (dist/): everything iolens reads at run time is inside.

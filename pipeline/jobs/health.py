@@ -15,7 +15,10 @@ from pathlib import Path
 
 from pipeline.jobs.service_monitor import ServiceMonitor, StageState
 from pipeline.records.core import Document
-from pipeline.records.json import SourceFields
+from pipeline.records.sources import (
+    IolensPipelineIolensPipeline,
+    IolensServiceRateIolensServiceRate,
+)
 from pipeline.reducers.service_rate import Estimate
 from pipeline.settings import ServiceRateSettings
 from pipeline.sink.clock_offset import ClockWatch
@@ -90,11 +93,14 @@ class Health:
         snap = self.monitor.snapshot()
         for name in ("read", "parse"):
             part = snap["stages"].get(name)
-            if part is None or part["estimate"] is None:
+            rate = (
+                None if part is None or part["estimate"] is None else part["estimate"]["rate_per_s"]
+            )
+            if part is None or not isinstance(rate, float | int):
                 continue
-            values = {
+            values: IolensServiceRateIolensServiceRate = {
                 "method": "busy_time",
-                "rate_per_s": part["estimate"]["rate_per_s"],
+                "rate_per_s": rate,
                 "confidence": "exact",
                 "busy_s": part["busy_s"],
                 "bottleneck": bottleneck == "produce" and snap["within"] == name,
@@ -108,7 +114,7 @@ class Health:
         acknowledged, lag_mean, lag_max = self.sink.take_lag()
         letters = self.sink.deadletters.count()
         total = letters["documents"] + letters["inputs"]
-        values: SourceFields = {
+        values: IolensPipelineIolensPipeline = {
             "acknowledged": acknowledged,
             "queued": len(self.sink.queue),
             "spooled": self.sink.spool.pending(),
@@ -119,7 +125,7 @@ class Health:
             "files": self.files(),
         }
         self._letters_seen = total
-        if lag_mean is not None:
+        if lag_mean is not None and lag_max is not None:
             values |= {"lag_mean_s": lag_mean, "lag_max_s": lag_max}
         if self.clock_watch is not None and (offset := self.clock_watch.check()) is not None:
             values["clock_offset_s"] = round(offset.offset_s, 4)
@@ -139,10 +145,12 @@ class Health:
             self.monitor.stop()
 
 
-def outcome_values(st: StageState, outcome: Estimate, bottleneck: str | None) -> SourceFields:
+def outcome_values(
+    st: StageState, outcome: Estimate, bottleneck: str | None
+) -> IolensServiceRateIolensServiceRate:
     """The ``iolens.service_rate.*`` fields of a queue end's outcome: a converged estimate,
     or a failure of the seed method (which has no rate fields)."""
-    values: SourceFields = {
+    values: IolensServiceRateIolensServiceRate = {
         "queue": st.queue,
         "end": st.end,
         "method": "online_estimate",

@@ -26,7 +26,8 @@ from datetime import datetime
 
 from pipeline.formats.fio.window import percentile_key
 from pipeline.jobs.darshan_evidence import mount_table
-from pipeline.records.json import Query, Response, SourceFields
+from pipeline.records.json import Query, Response
+from pipeline.records.sources import IolensIncidentSource
 from pipeline.reducers.incident import (
     INCIDENT_DATASET,
     Breach,
@@ -178,7 +179,7 @@ class IncidentJob:
             if s.start_s >= since
         ]
 
-    def _documents(self, incidents: Iterable[Incident]) -> list[tuple[str, SourceFields]]:
+    def _documents(self, incidents: Iterable[Incident]) -> list[tuple[str, IolensIncidentSource]]:
         ctx = self.ctx or DocContext(namespace=self.ns)
         sla = self.settings.incident.sla
         limits = (sla.percentile, sla.under_s * 1000)

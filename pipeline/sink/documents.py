@@ -12,12 +12,21 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from pipeline import __version__
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
-from pipeline.records.json import SourceFields
+from pipeline.records.sources import (
+    CommonAgent,
+    CommonSource,
+    FioLatencyFio,
+    FioLatencyFioClatNs,
+    FioLatencySource,
+    IolensPeerAnomalyIolens,
+    IolensPeerAnomalySource,
+    IolensPersistenceSource,
+)
 
 ECS_VERSION = "8.11.0"
 LATENCY_DATASET = "fio.latency"
@@ -63,8 +72,10 @@ class DocContext:
 
     def base(
         self, kind: str, dataset: str, when_ms: int | float, created_ms: float
-    ) -> SourceFields:
-        """ECS fields common to all our documents (``agent``: :meth:`agent`); a new dict."""
+    ) -> CommonSource:
+        """ECS fields common to all our documents (``agent``: :meth:`agent`); a new dict, which
+        a stream's document takes whole (``{**ctx.base(...), ...}``: every ``<Dataset>Source``
+        of :mod:`pipeline.records.sources` has the common fields)."""
         return {
             "@timestamp": iso_ms(when_ms),
             "data_stream": {"type": kind, "dataset": dataset, "namespace": self.namespace},
@@ -78,9 +89,13 @@ class DocContext:
             "agent": self.agent(),
         }
 
-    def agent(self) -> dict[str, str]:
+    def agent(self) -> CommonAgent:
         """The ECS ``agent`` object: ``type`` (iolens), ``name``, ``version``, ``id`` if known."""
-        agent = {"type": "iolens", "name": self.agent_name, "version": self.agent_version}
+        agent: CommonAgent = {
+            "type": "iolens",
+            "name": self.agent_name,
+            "version": self.agent_version,
+        }
         if self.agent_id is not None:
             agent["id"] = self.agent_id
         return agent
@@ -110,24 +125,29 @@ def latency_document(
 ) -> Document:
     """One ``metrics-fio.latency`` document: merged percentiles of a scope x ddir x interval."""
     end = key.interval_start_ms + key.interval_ms
-    source = ctx.base("metrics", LATENCY_DATASET, end, created_ms)
-    if key.host is not None:
-        source["host"] = {"name": key.host}
-    source["fio"] = _latency_fio(key, stats, records)
-    source["iolens"] = {"scope": key.scope, "method": key.method}
+    source: FioLatencySource = {
+        **ctx.base("metrics", LATENCY_DATASET, end, created_ms),
+        **({} if key.host is None else {"host": {"name": key.host}}),
+        "fio": _latency_fio(key, stats, records),
+        "iolens": {"scope": key.scope, "method": key.method},
+    }
     ident = _latency_id(key, stats, records)
     return Document(stream_name("metrics", LATENCY_DATASET, ctx.namespace), ident, source, refs)
 
 
 def _latency_fio(
     key: LatencyKey, stats: Mapping[str, float | int | None], records: int
-) -> SourceFields:
-    """The ``fio.*`` fields of a latency document."""
+) -> FioLatencyFio:
+    """The ``fio.*`` fields of a latency document.
+
+    The percentiles of ``clat_ns`` (``p50`` ...) are named at run time from the configured
+    ``fio.percentiles``, hence the cast: the stream's strict mapping checks their keys.
+    """
     end = key.interval_start_ms + key.interval_ms
-    fio: SourceFields = {
+    fio: FioLatencyFio = {
         "ddir": key.ddir,
         "interval": {"start_ms": key.interval_start_ms, "end_ms": end, "ms": key.interval_ms},
-        "clat_ns": drop_none(stats),
+        "clat_ns": cast(FioLatencyFioClatNs, drop_none(stats)),
         "records": records,
     }
     if key.job is not None:
@@ -205,15 +225,17 @@ def peer_anomaly_document(ctx: DocContext, v: PeerVerdict, created_ms: float) ->
     ``record`` results (reference/sysstat.md 4.2): ``record_score``/``anomaly_score`` 0-100,
     ``actual`` = the LUN's distance, ``typical`` = the threshold, partitioned by peer group and
     split by metric. ``@timestamp`` is the window start (ML's bucket timestamp)."""
-    source = ctx.base("metrics", PEER_ANOMALY_DATASET, v.start_s * 1000, created_ms)
-    source["host"] = {"name": v.host}
-    source["system"] = {"diskio": {"name": v.device}}
-    source["iolens"] = _ml_record(v)
+    source: IolensPeerAnomalySource = {
+        **ctx.base("metrics", PEER_ANOMALY_DATASET, v.start_s * 1000, created_ms),
+        "host": {"name": v.host},
+        "system": {"diskio": {"name": v.device}},
+        "iolens": _ml_record(v),
+    }
     ident = doc_id(PEER_ANOMALY_DATASET, v.group, v.metric, v.host, v.device, f"{v.end_s:.3f}")
     return Document(stream_name("metrics", PEER_ANOMALY_DATASET, ctx.namespace), ident, source)
 
 
-def _ml_record(v: PeerVerdict) -> SourceFields:
+def _ml_record(v: PeerVerdict) -> IolensPeerAnomalyIolens:
     """The ``iolens.*`` fields of a peer-anomaly document: an Elastic ML ``record`` result,
     with the comparison's own values under ``peer``."""
     return {
@@ -258,18 +280,20 @@ def persistence_document(
 ) -> Document:
     """One ``metrics-iolens.persistence`` document per LUN x hour: the accumulator (seed 001
     section 4.3) at the end of the hour and the LUN's rank (1 = most persistent)."""
-    source = ctx.base("metrics", PERSISTENCE_DATASET, hour_end_s * 1000, created_ms)
-    source["host"] = {"name": host}
-    source["system"] = {"diskio": {"name": device}}
-    source["iolens"] = {
-        "persistence": {
-            "metric": metric,
-            "group": group,
-            "lun": f"{host}/{device}",
-            "value": value,
-            "rank": rank,
-            "hour_end_s": hour_end_s,
-        }
+    source: IolensPersistenceSource = {
+        **ctx.base("metrics", PERSISTENCE_DATASET, hour_end_s * 1000, created_ms),
+        "host": {"name": host},
+        "system": {"diskio": {"name": device}},
+        "iolens": {
+            "persistence": {
+                "metric": metric,
+                "group": group,
+                "lun": f"{host}/{device}",
+                "value": value,
+                "rank": rank,
+                "hour_end_s": hour_end_s,
+            }
+        },
     }
     ident = doc_id(PERSISTENCE_DATASET, metric, group, host, device, f"{hour_end_s:.0f}")
     return Document(stream_name("metrics", PERSISTENCE_DATASET, ctx.namespace), ident, source)

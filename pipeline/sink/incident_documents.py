@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 from elasticsearch import ConflictError, Elasticsearch, NotFoundError
 
-from pipeline.records.json import Response, Source, SourceFields
+from pipeline.records.json import Response, Source
+from pipeline.records.sources import IolensIncidentIolensIncident, IolensIncidentSource
 from pipeline.reducers.incident import INCIDENT_DATASET, Incident
 from pipeline.sink.documents import DocContext, iso_ms, stream_name
 from pipeline.sink.fenced import generation_of
@@ -35,7 +36,7 @@ over the job does not make a revision)."""
 
 def incident_source(
     ctx: DocContext, inc: Incident, sla: tuple[float, float], created_ms: float
-) -> SourceFields:
+) -> IolensIncidentSource:
     """The document body of one incident; ``@timestamp`` is its start.
 
     Args:
@@ -47,20 +48,26 @@ def incident_source(
     s = inc.span
     start = iso_ms(s.start_s * 1000)
     end = iso_ms(s.last_s * 1000) if s.closed else None
-    source = ctx.base("logs", INCIDENT_DATASET, s.start_s * 1000, created_ms)
-    source["event"].update({"kind": "alert", "module": "iolens", "start": start})
-    if end is not None:
-        source["event"]["end"] = end
+    base = ctx.base("logs", INCIDENT_DATASET, s.start_s * 1000, created_ms)
     host, _ = s.lun.split("/", 1)
-    source["host"] = {"name": host}
-    source["message"] = inc.summary
-    source["iolens"] = {"incident": _incident_fields(inc, start, end, sla, created_ms)}
-    return source
+    return {
+        **base,
+        "event": {
+            **base["event"],
+            "kind": "alert",
+            "module": "iolens",
+            "start": start,
+            **({} if end is None else {"end": end}),
+        },
+        "host": {"name": host},
+        "message": inc.summary,
+        "iolens": {"incident": _incident_fields(inc, start, end, sla, created_ms)},
+    }
 
 
 def _incident_fields(
     inc: Incident, start: str, end: str | None, sla: tuple[float, float], created_ms: float
-) -> SourceFields:
+) -> IolensIncidentIolensIncident:
     """The ``iolens.incident`` object of :func:`incident_source`."""
     s = inc.span
     _, device = s.lun.split("/", 1)
@@ -100,7 +107,7 @@ def _comparable(source: Source) -> dict[str, object]:
 def write_incidents(
     client: Elasticsearch,
     namespace: str,
-    docs: Sequence[tuple[str, SourceFields]],
+    docs: Sequence[tuple[str, IolensIncidentSource]],
     stamp: LeaseStamp | None = None,
 ) -> int:
     """Create new incidents and update changed ones in place; returns documents written.
@@ -127,7 +134,10 @@ def write_incidents(
     for ident, source in docs:
         if stamp is not None:
             _check_generation(ident, existing.get(ident), int(stamp["generation"]))
-            source["iolens"]["lease"] = dict(stamp)
+            source["iolens"]["lease"] = {
+                "generation": stamp["generation"],
+                "holder": stamp["holder"],
+            }
         try:
             with request_errors(f"write of incident {ident}"):
                 written += _write(client, stream, ident, source, existing.get(ident))
@@ -144,7 +154,7 @@ def _check_generation(ident: str, hit: Response | None, generation: int) -> None
 
 
 def _write(
-    client: Elasticsearch, stream: str, ident: str, source: SourceFields, hit: Response | None
+    client: Elasticsearch, stream: str, ident: str, source: Source, hit: Response | None
 ) -> int:
     """Create the incident, or update it in place when it changed (``hit``: the stored one);
     returns documents written (0 or 1)."""

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pipeline.ids import doc_id
 from pipeline.records.core import Document
-from pipeline.records.json import SourceFields
+from pipeline.records.sources import (
+    IolensPipelineIolensPipeline,
+    IolensPipelineSource,
+    IolensServiceRateIolensServiceRate,
+    IolensServiceRateSource,
+)
 from pipeline.sink.documents import DocContext, stream_name
 
 RATE_DATASET = "iolens.service_rate"
@@ -14,7 +19,7 @@ def service_rate_document(
     ctx: DocContext,
     host: str,
     stage: str,
-    values: SourceFields,
+    values: IolensServiceRateIolensServiceRate,
     when_ms: float,
     created_ms: float,
 ) -> Document:
@@ -30,9 +35,11 @@ def service_rate_document(
             ``blocked_share``, ``utilisation``, ``bottleneck``.
         when_ms: when the estimate converged (epoch ms); with host and stage, its id.
     """
-    source = ctx.base("metrics", RATE_DATASET, when_ms, created_ms)
-    source["host"] = {"name": host}
-    source["iolens"] = {"service_rate": {"stage": stage, **values}}
+    source: IolensServiceRateSource = {
+        **ctx.base("metrics", RATE_DATASET, when_ms, created_ms),
+        "host": {"name": host},
+        "iolens": {"service_rate": {"stage": stage, **values}},
+    }
     index = stream_name("metrics", RATE_DATASET, ctx.namespace)
     return Document(index, doc_id(RATE_DATASET, host, stage, round(when_ms)), source, ())
 
@@ -40,7 +47,9 @@ def service_rate_document(
 PIPELINE_DATASET = "iolens.pipeline"
 
 
-def pipeline_document(ctx: DocContext, host: str, values: SourceFields, when_ms: float) -> Document:
+def pipeline_document(
+    ctx: DocContext, host: str, values: IolensPipelineIolensPipeline, when_ms: float
+) -> Document:
     """A ``metrics-iolens.pipeline`` document: the pipeline's health on ``host`` at ``when_ms``.
 
     Args:
@@ -51,8 +60,10 @@ def pipeline_document(ctx: DocContext, host: str, values: SourceFields, when_ms:
             ``files``, ``bottleneck`` (the stage that limits, when known), ``clock_offset_s``
             (the cluster's clock minus this host's, s: :mod:`pipeline.sink.clock_offset`).
     """
-    source = ctx.base("metrics", PIPELINE_DATASET, when_ms, when_ms)
-    source["host"] = {"name": host}
-    source["iolens"] = {"pipeline": values}
+    source: IolensPipelineSource = {
+        **ctx.base("metrics", PIPELINE_DATASET, when_ms, when_ms),
+        "host": {"name": host},
+        "iolens": {"pipeline": values},
+    }
     index = stream_name("metrics", PIPELINE_DATASET, ctx.namespace)
     return Document(index, doc_id(PIPELINE_DATASET, host, round(when_ms)), source, ())

@@ -14,12 +14,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
 from pipeline.records.darshan_rows import DarshanFileRow
 from pipeline.records.json import Source, SourceFields
+from pipeline.records.sources import (
+    CommonSource,
+    DarshanFileDarshan,
+    DarshanJobDarshanJob,
+    DarshanJobDarshanLog,
+    DarshanJobSource,
+    IolensIoDiagnosisIolensIoDiagnosis,
+    IolensIoDiagnosisIolensIoDiagnosisCauses,
+    IolensIoDiagnosisIolensIoDiagnosisCriticalFiles,
+    IolensIoDiagnosisIolensIoDiagnosisFactors,
+    IolensIoDiagnosisIolensIoDiagnosisInsights,
+    IolensIoDiagnosisSource,
+)
 from pipeline.reducers.darshan.critical import CriticalFile
 from pipeline.reducers.darshan_job import JobAnalysis
 from pipeline.reducers.insights import Insight
@@ -32,27 +45,37 @@ FILE_DATASET = "darshan.file"
 DIAGNOSIS_DATASET = "iolens.io_diagnosis"
 
 
-def _base(ctx: DocContext, dataset: str, when_s: float, created_ms: float) -> SourceFields:
+def _base(ctx: DocContext, dataset: str, when_s: float, created_ms: float) -> CommonSource:
     source = ctx.base("logs", dataset, when_s * 1000, created_ms)
     source["event"]["kind"] = "event"
     return source
 
 
-def _log_fields(a: JobAnalysis) -> SourceFields:
+def _log_fields(a: JobAnalysis) -> DarshanJobDarshanLog:
     log = a.log
     return {
         "id": a.log_id,
         "name": os.path.basename(log.path),
         "version": log.version,
-        "lib_version": log.lib_ver or None,
+        **({"lib_version": log.lib_ver} if log.lib_ver else {}),
         "modules": sorted(log.modules),
         "partial_modules": list(log.partial),
         "records": log.records,
     }
 
 
-def _clean(d: SourceFields) -> SourceFields:
-    return {k: v for k, v in d.items() if v is not None}
+def _job_fields(a: JobAnalysis) -> DarshanJobDarshanJob:
+    """``darshan.job.*``: the job row without its None values, ``start_s``/``end_s`` as the
+    dates ``start``/``end``.
+
+    The row's keys are the mapping's (``tests/records/test_darshan_rows.py`` checks them), but
+    a comprehension over them is not typed, hence the cast.
+    """
+    row = {k: v for k, v in a.job.items() if v is not None and k not in ("start_s", "end_s")}
+    job = cast(DarshanJobDarshanJob, row)
+    job["start"] = iso_ms(a.job["start_s"] * 1000)
+    job["end"] = iso_ms(a.job["end_s"] * 1000)
+    return job
 
 
 def job_document(
@@ -64,14 +87,13 @@ def job_document(
     (``start``/``end`` as dates instead of ``start_s``/``end_s``), ``darshan.log.*``, and ECS
     ``user.id`` / ``user.name`` and ``log.file.path``.
     """
-    start_s, end_s = a.job["start_s"], a.job["end_s"]
-    job: SourceFields = {k: v for k, v in a.job.items() if k not in ("start_s", "end_s")}
-    job["start"] = iso_ms(start_s * 1000)
-    job["end"] = iso_ms(end_s * 1000)
-    source = _base(ctx, JOB_DATASET, start_s, created_ms)
-    source["darshan"] = {"job": _clean(job), "log": _clean(_log_fields(a))}
-    source["user"] = _clean({"id": str(a.log.uid), "name": job.get("user")})
-    source["log"] = {"file": {"path": a.log.path}}
+    user = a.job["user"]
+    source: DarshanJobSource = {
+        **_base(ctx, JOB_DATASET, a.job["start_s"], created_ms),
+        "darshan": {"job": _job_fields(a), "log": _log_fields(a)},
+        "user": {"id": str(a.log.uid), **({} if user is None else {"name": user})},
+        "log": {"file": {"path": a.log.path}},
+    }
     ident = doc_id(JOB_DATASET, a.log_id)
     return Document(stream_name("logs", JOB_DATASET, ctx.namespace), ident, source, refs)
 
@@ -86,7 +108,7 @@ def file_documents(
     # The ECS part and the join keys are the same for every file of the log: built once and
     # shared (documents are never modified once built).
     base = _base(ctx, FILE_DATASET, a.log.start_s, created_ms)
-    keys = {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}}
+    keys: DarshanFileDarshan = {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}}
     # the log's hashed identity, then the file's module and record id: unique within the log
     prefix = doc_id(FILE_DATASET, a.log_id) + "."
     ids = [prefix + r["module"][0] + r["record_id"] for r in a.files]
@@ -107,7 +129,7 @@ class FileSource(Source):
 
     __slots__ = ("_base", "_keys", "_merged", "_row")
 
-    def __init__(self, base: SourceFields, keys: SourceFields, row: DarshanFileRow):
+    def __init__(self, base: CommonSource, keys: DarshanFileDarshan, row: DarshanFileRow):
         self._base, self._keys, self._row = base, keys, row
         self._merged: SourceFields | None = None
 
@@ -131,77 +153,96 @@ def diagnosis_document(
 ) -> Document:
     """The ``logs-iolens.io_diagnosis`` document of one job; ``@timestamp`` is the job start."""
     a = d.analysis
-    source = _base(ctx, DIAGNOSIS_DATASET, a.log.start_s, created_ms)
-    source["iolens"] = {"io_diagnosis": _clean(_diagnosis_fields(d))}
-    source["darshan"] = {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}}
+    source: IolensIoDiagnosisSource = {
+        **_base(ctx, DIAGNOSIS_DATASET, a.log.start_s, created_ms),
+        "iolens": {"io_diagnosis": _diagnosis_fields(d)},
+        "darshan": {"job": {"id": a.log.jobid}, "log": {"id": a.log_id}},
+    }
     ident = doc_id(DIAGNOSIS_DATASET, a.log_id)
     return Document(stream_name("logs", DIAGNOSIS_DATASET, ctx.namespace), ident, source, refs)
 
 
-def _diagnosis_fields(d: Diagnosis) -> SourceFields:
+def _diagnosis_fields(d: Diagnosis) -> IolensIoDiagnosisIolensIoDiagnosis:
     """``iolens.io_diagnosis.*``: the job, its bandwidths and times, its first 20 critical
-    files, its factors, slow OSTs, insights and causes."""
+    files, its factors, slow OSTs, insights and causes (values that are None left out)."""
     a = d.analysis
     job = a.job
+    read, write = (d.bandwidth_bytes_per_s.get(k) for k in ("read", "write"))
+    critical, naive = job["critical_bytes_per_s"], job["naive_bytes_per_s"]
     return {
         "job_id": a.log.jobid,
         "log_id": a.log_id,
-        "exe": job.get("exe"),
-        "user": job.get("user"),
+        **({} if job["exe"] is None else {"exe": job["exe"]}),
+        **({} if job["user"] is None else {"user": job["user"]}),
         "nprocs": job["nprocs"],
         "low_bandwidth": bool(d.low),
         "low_directions": list(d.low),
         "direction": a.direction,
-        "read_bytes_per_s": d.bandwidth_bytes_per_s.get("read"),
-        "write_bytes_per_s": d.bandwidth_bytes_per_s.get("write"),
-        "critical_bytes_per_s": job["critical_bytes_per_s"],
-        "naive_bytes_per_s": job["naive_bytes_per_s"],
+        **({} if read is None else {"read_bytes_per_s": read}),
+        **({} if write is None else {"write_bytes_per_s": write}),
+        **({} if critical is None else {"critical_bytes_per_s": critical}),
+        **({} if naive is None else {"naive_bytes_per_s": naive}),
         "end": iso_ms(a.log.end_s * 1000),
         "io_time_s": a.cover.union,
         "span_s": a.cover.span,
         "critical_files": [_critical_file_fields(cf, d.placement) for cf in a.critical[:20]],
         "critical_file_count": len(a.critical),
-        "factors": _clean(dict(a.factors)),
+        "factors": _factors(a.factors),
         "slow_osts": [o.ost for o in a.osts if o.slow],
         "insights": [_insight_fields(i) for i in d.insights],
         "causes": [_cause_fields(c) for c in d.causes],
     }
 
 
+def _factors(values: Mapping[str, float | None]) -> IolensIoDiagnosisIolensIoDiagnosisFactors:
+    """The factors that are defined (not None).
+
+    Their names are the analysis' (``FACTOR_NAMES`` of :mod:`pipeline.reducers.darshan.critical`
+    and ``ost_count``), keys of a dict at run time, hence the cast;
+    ``tests/sink/test_template_documents.py`` checks them against the mapping.
+    """
+    return cast(IolensIoDiagnosisIolensIoDiagnosisFactors, _defined(values))
+
+
+def _defined(values: Mapping[str, float | None]) -> dict[str, float]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _critical_file_fields(
     cf: CriticalFile, placement: Mapping[str, tuple[str, str]]
-) -> SourceFields:
+) -> IolensIoDiagnosisIolensIoDiagnosisCriticalFiles:
     """One critical file: its share of the critical path, OSTs, mount point and LUN (where the
-    mount table placed it) and its own factors."""
-    mount, lun = placement.get(cf.name, (None, None))
-    return _clean(
-        {
-            "name": cf.name,
-            "key": cf.key,
-            "exclusive_s": cf.exclusive_s,
-            "share": cf.share,
-            "osts": list(cf.osts),
-            "nprocs": cf.nprocs,
-            "stripe_count": cf.stripe_count,
-            "mount_point": mount,
-            "lun": lun,
-            **{k: v for k, v in cf.factors.items() if v is not None},
-        }
-    )
+    mount table placed it) and its own factors (named at run time, as :func:`_factors`)."""
+    fields: IolensIoDiagnosisIolensIoDiagnosisCriticalFiles = {
+        "name": cf.name,
+        "key": cf.key,
+        "exclusive_s": cf.exclusive_s,
+        "share": cf.share,
+        "osts": list(cf.osts),
+        "nprocs": cf.nprocs,
+        "stripe_count": cf.stripe_count,
+    }
+    if cf.name in placement:
+        fields["mount_point"], fields["lun"] = placement[cf.name]
+    fields.update(cast(IolensIoDiagnosisIolensIoDiagnosisCriticalFiles, _defined(cf.factors)))
+    return fields
 
 
-def _insight_fields(i: Insight) -> SourceFields:
-    return _clean({"code": i.code, "level": i.level, "message": i.message, "files": list(i.files)})
+def _insight_fields(i: Insight) -> IolensIoDiagnosisIolensIoDiagnosisInsights:
+    return {
+        "code": i.code,
+        "level": i.level,
+        "message": i.message,
+        "files": list(i.files),
+    }
 
 
-def _cause_fields(c: Cause) -> SourceFields:
-    return _clean(
-        {
-            "kind": c.kind,
-            "message": c.message,
-            "ost": c.ost,
-            "files": list(c.files),
-            "source": c.source,
-            "lun": c.lun,
-        }
-    )
+def _cause_fields(c: Cause) -> IolensIoDiagnosisIolensIoDiagnosisCauses:
+    return {
+        "kind": c.kind,
+        "message": c.message,
+        **({} if c.ost is None else {"ost": c.ost}),
+        "files": list(c.files),
+        "source": c.source,
+        **({} if c.lun is None else {"lun": c.lun}),
+    }

@@ -19,7 +19,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
 from pipeline.records.events import Event
-from pipeline.records.json import SourceFields
+from pipeline.records.sources import (
+    IolensRequestIolensRequest,
+    IolensRequestSource,
+    IolensWorkloadModelIolensWorkloadModel,
+    IolensWorkloadModelSource,
+)
 from pipeline.reducers.canonical import Canonical
 from pipeline.reducers.request_cluster import Assignment, Clusterer
 from pipeline.reducers.request_record import Request
@@ -63,18 +68,20 @@ def request_document(
     """The ``logs-iolens.request`` document of one request (``model``: the name of the workload
     model its cluster belongs to; ``rid``: its :func:`request_id` when already known)."""
     start_ms = (r.start_ns + wall_offset_ns) / 1e6
-    source = ctx.base("logs", REQUEST_DATASET, start_ms, created_ms)
-    source["event"]["kind"] = "event"
-    source["event"]["duration"] = r.end_ns - r.start_ns
-    source["host"] = {"name": host}
-    req = _request_fields(host, r, c, wall_offset_ns, rid, source["@timestamp"])
+    base = ctx.base("logs", REQUEST_DATASET, start_ms, created_ms)
+    req = _request_fields(host, r, c, wall_offset_ns, rid, base["@timestamp"])
     if assignment is not None:
         req["cluster"] = assignment.cluster
         req["distance"] = assignment.distance
         req["outlier"] = bool(outlier)
     if model is not None:
         req["model"] = model
-    source["iolens"] = {"request": req}
+    source: IolensRequestSource = {
+        **base,
+        "event": {**base["event"], "kind": "event", "duration": r.end_ns - r.start_ns},
+        "host": {"name": host},
+        "iolens": {"request": req},
+    }
     index = stream_name("logs", REQUEST_DATASET, ctx.namespace)
     return Document(index, req["id"], source, refs)
 
@@ -86,7 +93,7 @@ def _request_fields(
     wall_offset_ns: int,
     rid: str | None = None,
     start: str | None = None,
-) -> SourceFields:
+) -> IolensRequestIolensRequest:
     """The ``iolens.request.*`` fields of a request and its canonical form (no clustering;
     ``rid`` and ``start``: its id and start date when already known)."""
     return {
@@ -123,16 +130,17 @@ def model_documents(
     requests = sum(cl.size for cl in model.clusters)
     index = stream_name("metrics", MODEL_DATASET, ctx.namespace)
     for cluster in model.summary():
-        source = ctx.base("metrics", MODEL_DATASET, when_ms, created_ms)
-        source["host"] = {"name": host}
-        source["iolens"] = {
-            "workload_model": {
-                "snapshot": snapshot,
-                **({"model": name} if name is not None else {}),
-                **cluster,
-                "threshold": model.threshold,
-                "requests": requests,
-                "model_error": errors,
-            }
+        fields: IolensWorkloadModelIolensWorkloadModel = {
+            "snapshot": snapshot,
+            **({"model": name} if name is not None else {}),
+            **cluster,
+            "threshold": model.threshold,
+            "requests": requests,
+            "model_error": errors,
+        }
+        source: IolensWorkloadModelSource = {
+            **ctx.base("metrics", MODEL_DATASET, when_ms, created_ms),
+            "host": {"name": host},
+            "iolens": {"workload_model": fields},
         }
         yield Document(index, doc_id(snapshot, cluster["cluster"]), source, ())

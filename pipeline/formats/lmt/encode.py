@@ -8,7 +8,7 @@ from __future__ import annotations
 from pipeline.formats.lmt.reduce import OstInterval
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
-from pipeline.records.json import SourceFields
+from pipeline.records.sources import LmtOstLmtOst, LmtOstSource
 from pipeline.sink.documents import DocContext, stream_name
 
 LMT_OST_DATASET = "lmt.ost"
@@ -31,16 +31,18 @@ def lmt_ost_document(
         refs: the input lines of the samples it derives from.
         created_ms: when the document is built, epoch ms (``event.created``).
     """
-    source = ctx.base("metrics", LMT_OST_DATASET, iv.start_s * 1000, created_ms)
-    source["metricset"] = {"period": round(iv.interval_s * 1000)}
-    source["lmt"] = {"ost": _ost_fields(iv)}
+    source: LmtOstSource = {
+        **ctx.base("metrics", LMT_OST_DATASET, iv.start_s * 1000, created_ms),
+        "metricset": {"period": round(iv.interval_s * 1000)},
+        "lmt": {"ost": _ost_fields(iv)},
+    }
     ident = doc_id(LMT_OST_DATASET, iv.ost_name, f"{iv.start_s:.3f}")
     return Document(stream_name("metrics", LMT_OST_DATASET, ctx.namespace), ident, source, refs)
 
 
-def _ost_fields(iv: OstInterval) -> SourceFields:
+def _ost_fields(iv: OstInterval) -> LmtOstLmtOst:
     """``lmt.ost.*`` of one interval (``pct_cpu`` only when exported)."""
-    ost: SourceFields = {
+    ost: LmtOstLmtOst = {
         "name": iv.ost_name,
         "fs": iv.fs,
         "index": iv.ost_index,

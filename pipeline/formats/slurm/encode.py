@@ -9,14 +9,10 @@ from __future__ import annotations
 from pipeline.formats.slurm.decode import SlurmJob
 from pipeline.ids import doc_id
 from pipeline.records.core import Document, LineRef
-from pipeline.records.json import SourceFields
+from pipeline.records.sources import SlurmJobSlurmJob, SlurmJobSource
 from pipeline.sink.documents import DocContext, iso_ms, stream_name
 
 SLURM_JOB_DATASET = "slurm.job"
-
-
-def _iso_s(epoch_s: float | None) -> str | None:
-    return None if epoch_s is None else iso_ms(epoch_s * 1000)
 
 
 def slurm_job_document(
@@ -44,35 +40,35 @@ def slurm_job_document(
     start_ms = job.start_s * 1000 if job.start_s is not None else None
     end_ms = job.end_s * 1000 if job.end_s is not None else None
     when = start_ms if start_ms is not None else end_ms if end_ms is not None else created_ms
-    source = ctx.base("logs", SLURM_JOB_DATASET, when, created_ms)
+    source: SlurmJobSource = {
+        **ctx.base("logs", SLURM_JOB_DATASET, when, created_ms),
+        **({} if job.user is None else {"user": {"name": job.user}}),
+        "slurm": {"job": _slurm_fields(job)},
+    }
     source["event"]["kind"] = "event"
-    if job.user is not None:
-        source["user"] = {"name": job.user}
-    source["slurm"] = {"job": _slurm_fields(job)}
     start_key = f"{job.start_s:.3f}" if job.start_s is not None else None
     ident = doc_id(SLURM_JOB_DATASET, job.id, start_key)
     return Document(stream_name("logs", SLURM_JOB_DATASET, ctx.namespace), ident, source, refs)
 
 
-def _slurm_fields(job: SlurmJob) -> SourceFields:
+def _slurm_fields(job: SlurmJob) -> SlurmJobSlurmJob:
     """``slurm.job.*`` of one row, the values sacct left empty omitted."""
-    fields: dict[str, str | float | int | list[str] | None] = {
+    return {
         "id": job.id,
         "job_id": job.job_id,
         "display_id": job.display_id,
-        "step": job.step,
-        "user": job.user,
-        "name": job.name,
-        "partition": job.partition,
-        "account": job.account,
-        "start": _iso_s(job.start_s),
-        "end": _iso_s(job.end_s),
-        "elapsed_s": job.elapsed_s,
-        "state": job.state,
-        "exit_code": job.exit_code,
-        "node_count": job.node_count,
-        "tasks": job.tasks,
-        "cpus": job.cpus,
-        "nodes": list(job.nodes) if job.nodes else None,
+        **({} if job.step is None else {"step": job.step}),
+        **({} if job.user is None else {"user": job.user}),
+        **({} if job.name is None else {"name": job.name}),
+        **({} if job.partition is None else {"partition": job.partition}),
+        **({} if job.account is None else {"account": job.account}),
+        **({} if job.start_s is None else {"start": iso_ms(job.start_s * 1000)}),
+        **({} if job.end_s is None else {"end": iso_ms(job.end_s * 1000)}),
+        **({} if job.elapsed_s is None else {"elapsed_s": job.elapsed_s}),
+        **({} if job.state is None else {"state": job.state}),
+        **({} if job.exit_code is None else {"exit_code": job.exit_code}),
+        **({} if job.node_count is None else {"node_count": job.node_count}),
+        **({} if job.tasks is None else {"tasks": job.tasks}),
+        **({} if job.cpus is None else {"cpus": job.cpus}),
+        **({"nodes": list(job.nodes)} if job.nodes else {}),
     }
-    return {k: v for k, v in fields.items() if v is not None}

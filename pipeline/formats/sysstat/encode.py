@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pipeline.ids import doc_id
 from pipeline.records.core import DiskSample, Document, LineRef
-from pipeline.records.json import SourceFields
+from pipeline.records.sources import (
+    SysstatDiskioSource,
+    SysstatDiskioSysstatDisk,
+    SysstatDiskioSystemDiskio,
+)
 from pipeline.sink.documents import DocContext, stream_name
 
 DISKIO_DATASET = "sysstat.diskio"
@@ -21,16 +25,18 @@ def diskio_document(
     prints them). ``@timestamp`` is the interval end; the id is host, device and interval end,
     so an interval rebuilt after a restart is recognised (409).
     """
-    source = ctx.base("metrics", DISKIO_DATASET, s.end_s * 1000, created_ms)
-    source["host"] = {"name": s.host}
-    source["metricset"] = {"period": round(s.interval_s * 1000)}
-    source["system"] = {"diskio": _metricbeat_diskio(s)}
-    source["sysstat"] = {"disk": _sysstat_disk(s)}
+    source: SysstatDiskioSource = {
+        **ctx.base("metrics", DISKIO_DATASET, s.end_s * 1000, created_ms),
+        "host": {"name": s.host},
+        "metricset": {"period": round(s.interval_s * 1000)},
+        "system": {"diskio": _metricbeat_diskio(s)},
+        "sysstat": {"disk": _sysstat_disk(s)},
+    }
     ident = doc_id(DISKIO_DATASET, s.host, s.device, f"{s.end_s:.3f}")
     return Document(stream_name("metrics", DISKIO_DATASET, ctx.namespace), ident, source, refs)
 
 
-def _metricbeat_diskio(s: DiskSample) -> SourceFields:
+def _metricbeat_diskio(s: DiskSample) -> SysstatDiskioSystemDiskio:
     """Metricbeat's ``system.diskio`` fields of ``s`` (bytes, ms and %)."""
     return {
         "name": s.device,
@@ -46,7 +52,7 @@ def _metricbeat_diskio(s: DiskSample) -> SourceFields:
     }
 
 
-def _sysstat_disk(s: DiskSample) -> SourceFields:
+def _sysstat_disk(s: DiskSample) -> SysstatDiskioSysstatDisk:
     """sysstat's own ``sar -d`` fields of ``s`` (kB, as ``sar -d`` prints them)."""
     return {
         "tps": s.tps,
