@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import ConfigError
+from pipeline.formats.fio.window import percentile_key
 from pipeline.formats.registry import config_schema
 from pipeline.settings import Settings, json_schema, load_settings, settings_from_mapping
+from pipeline.settings.analysis import FIO_PERCENTILES
+from pipeline.sink.templates import mappings_dir
+
+MAPPINGS = mappings_dir()
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -118,6 +123,26 @@ def test_missing_and_broken_files(tmp_path: Path) -> None:
     bad.write_text("fio: [1, 2\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_settings(bad)
+
+
+def test_percentiles_are_those_the_templates_map() -> None:
+    """A percentile outside fio's default list would be refused by the strict mapping of every
+    document: the setting says so instead, and every one it allows is mapped."""
+    with pytest.raises(ConfigError) as err:
+        settings_from_mapping({"fio": {"percentiles": [50, 75, 99.9]}}, env={})
+    assert "fio.percentiles: Value error, 75: not a percentile iolens stores; choose from " in str(
+        err.value
+    )
+    assert "(1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)" in str(
+        err.value
+    )
+    s = settings_from_mapping({"fio": {"percentiles": list(FIO_PERCENTILES)}}, env={})
+    assert s.fio.percentiles == FIO_PERCENTILES
+    for stream in ("metrics-fio.histogram", "metrics-fio.latency"):
+        template = json.loads((MAPPINGS / f"component_template.{stream}@package.json").read_text())
+        clat = template["template"]["mappings"]["properties"]["fio"]["properties"]["clat_ns"]
+        mapped = {k for k in clat["properties"] if k[:1] == "p" and k[1:2].isdigit()}
+        assert mapped == {percentile_key(p) for p in FIO_PERCENTILES}, stream
 
 
 def test_percentiles_sorted_and_unique() -> None:

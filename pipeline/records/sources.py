@@ -663,11 +663,23 @@ class FioHistogramFioClatNs(TypedDict, total=False):
     min: float
     max: float
     mean: float
+    p1: float
+    p5: float
+    p10: float
+    p20: float
+    p30: float
+    p40: float
     p50: float
+    p60: float
+    p70: float
+    p80: float
     p90: float
     p95: float
     p99: float
+    p99_5: float
     p99_9: float
+    p99_95: float
+    p99_99: float
 
 
 class FioHistogramFio(TypedDict, total=False):
@@ -718,11 +730,23 @@ class FioLatencyFioClatNs(TypedDict, total=False):
     min: float
     max: float
     mean: float
+    p1: float
+    p5: float
+    p10: float
+    p20: float
+    p30: float
+    p40: float
     p50: float
+    p60: float
+    p70: float
+    p80: float
     p90: float
     p95: float
     p99: float
+    p99_5: float
     p99_9: float
+    p99_95: float
+    p99_99: float
 
 
 class FioLatencyFio(TypedDict, total=False):

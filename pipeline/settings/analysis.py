@@ -11,6 +11,11 @@ from pydantic import Field, field_validator
 
 from pipeline.settings.base import Frozen
 
+FIO_PERCENTILES: tuple[float, ...] = (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9)
+FIO_PERCENTILES += (99.95, 99.99)
+"""The percentiles iolens stores (``fio.clat_ns.pNN``, mapped in the fio templates): fio's own
+default ``percentile_list`` (fio(1), ``percentile_list``)."""
+
 
 class FioSettings(Frozen):
     """fio histogram logs and their reduction (seed 000)."""
@@ -22,7 +27,9 @@ class FioSettings(Frozen):
         "falls in; flp = fiologparser_hist.py's time-weighting (seed 000).",
     )
     percentiles: tuple[float, ...] = Field(
-        (50.0, 90.0, 95.0, 99.0, 99.9), description="Percentiles stored as fio.clat_ns.pNN."
+        (50.0, 90.0, 95.0, 99.0, 99.9),
+        description="Percentiles stored as fio.clat_ns.pNN, any of fio's default percentile_list "
+        "(1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99).",
     )
     bins: Literal["auto", "ns", "us"] = Field(
         "auto",
@@ -53,6 +60,14 @@ class FioSettings(Frozen):
     def _pct_range(cls, v: tuple[float, ...]) -> tuple[float, ...]:
         if not v or any(not 0 < p < 100 for p in v):
             raise ValueError("percentiles must lie strictly between 0 and 100")
+        unmapped = [p for p in v if p not in FIO_PERCENTILES]
+        if unmapped:
+            listed = ", ".join(f"{p:g}" for p in FIO_PERCENTILES)
+            named = ", ".join(f"{p:g}" for p in unmapped)
+            raise ValueError(
+                f"{named}: not a percentile iolens stores; "
+                f"choose from fio's default percentile_list ({listed})"
+            )
         return tuple(sorted(set(v)))
 
 

@@ -62,6 +62,7 @@ from pipeline.reducers.io_diagnosis import Evidence, LmtWindow, diagnose
 from pipeline.reducers.request_cluster import cluster_all
 from pipeline.reducers.request_join import extract
 from pipeline.settings import FioSettings, ServiceRateSettings
+from pipeline.settings.analysis import FIO_PERCENTILES
 from pipeline.sink.clock_offset import ClockOffset
 from pipeline.sink.documents import DocContext, peer_anomaly_document
 from pipeline.sink.fenced import stamped
@@ -92,6 +93,8 @@ LEASE = {"generation": 3, "holder": "shipper1"}
 """What :meth:`pipeline.sink.lease.Lease.stamp` gives the holder of a scheduled job."""
 FIO_RUN_START_MS = 1795325100203  # tests/data/fio/samples/README.md: node01's start
 FIO_HOST_OFFSETS_MS = {"node01": 0, "node02": 1503}
+FIO = FioSettings(host_offsets_ms=FIO_HOST_OFFSETS_MS, percentiles=FIO_PERCENTILES)
+"""Every percentile the fio templates map, so that each is filled."""
 
 STREAMS = sorted(o.name for o in INDEX_TEMPLATES)
 
@@ -119,7 +122,7 @@ def _indexed(docs: list[Document]) -> Built:
 
 def fio_histogram_documents() -> list[Document]:
     """The histogram documents of the sample drop: both hosts, both jobs, every record."""
-    fio = FioSettings(host_offsets_ms=FIO_HOST_OFFSETS_MS)
+    fio = FIO
     docs: list[Document] = []
     for host, offset_ms in FIO_HOST_OFFSETS_MS.items():
         for path in sorted((DATA / "fio" / "samples" / host).glob("*_clat_hist.*.log")):
@@ -158,7 +161,7 @@ def fio_latency(tmp: Path) -> Built:
         search=search,
         emit=lambda d: None,
         dirty=DirtyIntervals(tmp / "jobs.sqlite"),
-        fio=FioSettings(host_offsets_ms=FIO_HOST_OFFSETS_MS),
+        fio=FIO,
         ctx=CTX,
         clock=lambda: CREATED_MS / 1000,
     )

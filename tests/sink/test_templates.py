@@ -12,6 +12,8 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from pipeline.errors import ConfigError
+from pipeline.formats.fio.window import percentile_key
+from pipeline.settings.analysis import FIO_PERCENTILES
 from pipeline.sink.capabilities import PROBE_INDEX, Capabilities, detect
 from pipeline.sink.templates import (
     TemplateObject,
@@ -191,7 +193,7 @@ def test_histogram_stream_fields() -> None:
         "fio.clat_ns.samples": "long",
         **{
             f"fio.clat_ns.{k}": "double"
-            for k in ("min", "max", "mean", "p50", "p90", "p95", "p99", "p99_9")
+            for k in ("min", "max", "mean", *map(percentile_key, FIO_PERCENTILES))
         },
     }
 
@@ -207,7 +209,7 @@ def test_latency_stream_fields() -> None:
         "fio.clat_ns.samples": "long",
         **{
             f"fio.clat_ns.{k}": "double"
-            for k in ("min", "max", "mean", "p50", "p90", "p95", "p99", "p99_9")
+            for k in ("min", "max", "mean", *map(percentile_key, FIO_PERCENTILES))
         },
         "fio.records": "long",
         "iolens.scope": "keyword",
