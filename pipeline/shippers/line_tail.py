@@ -138,15 +138,21 @@ class LineTail:
                 matches no bin layout).
         """
         start = self.offset
-        self.chain.begin(chunk.lines, created_ms)
+        chain, snapshots = self.chain, self.snapshots
+        chain.begin(chunk.lines, created_ms)
+        state: object = None
+        text = ""
         for raw, end in zip(chunk.lines, chunk.end_offsets, strict=True):
             self.line_no += 1
             line_start, self.offset = start, end
             start = end
             ref = LineRef(self.key, self.path, self.line_no, end)
             res = self._line(raw, ref, line_start, ctx, created_ms)
-            state = self.chain.cursor()
-            self.snapshots[end] = "" if state is None else json.dumps(state, separators=(",", ":"))
+            now = chain.cursor()
+            if now is not state:  # a chain whose state did not change gives the same object
+                state = now
+                text = "" if now is None else json.dumps(now, separators=(",", ":"))
+            snapshots[end] = text
             yield res
         self.offset = chunk.next_offset if chunk.lines else self.offset
 
@@ -158,20 +164,23 @@ class LineTail:
         bad: ParseError | None = None
         held: list[Held] = []
         for rec in self.chain.decode(raw, ref.line_no):
-            if isinstance(rec, ParseError):
+            if type(rec) is ParseError:
                 bad = rec
                 continue
             out = self.chain.encode(rec, ref, start, ctx, created_ms)
-            if isinstance(out, str):
-                bad = ParseError(self.path, ref.line_no, out)
-            elif isinstance(out, Held):
+            if isinstance(out, Held):
                 held.append(out)
+            elif isinstance(out, str):
+                bad = ParseError(self.path, ref.line_no, out)
             else:
                 docs.extend(out)
         if bad is not None:
             return LineResult(ref, bad=BadLine(ref, raw, bad))
         if not held:
             return LineResult(ref, tuple(docs))
+        if len(held) == 1 and not docs:
+            h = held[0]
+            return LineResult(ref, h.docs, pending=h.pending, holds=h.holds, releases=h.releases)
         return LineResult(
             ref,
             tuple(docs) + tuple(d for h in held for d in h.docs),
@@ -207,6 +216,7 @@ class TableChain(LineChain):
     def __init__(self, path: str, tz: tzinfo = UTC) -> None:
         self.path, self.tz = path, tz
         self._decoder = self.decoder(None)
+        self._cursor: tuple[str | None, Mapping[str, object]] | None = None
 
     @abstractmethod
     def decoder(self, header: str | None) -> TableDecoder:
@@ -231,11 +241,15 @@ class TableChain(LineChain):
         return self._decoder.feed([raw], line_no)
 
     def cursor(self) -> Mapping[str, object]:
-        """``{"header": ..., "reducer": ...}`` (``reducer`` only with a state)."""
-        state: dict[str, object] = {"header": self._decoder.header_line}
-        reduced = self.state()
+        """``{"header": ..., "reducer": ...}`` (``reducer`` only with a state); the same object
+        while neither changed."""
+        header, reduced = self._decoder.header_line, self.state()
+        if reduced is None and self._cursor is not None and self._cursor[0] is header:
+            return self._cursor[1]
+        state: dict[str, object] = {"header": header}
         if reduced is not None:
             state["reducer"] = reduced
+        self._cursor = (header, state)
         return state
 
     def resume(self, cursor: Mapping[str, object] | None) -> None:
