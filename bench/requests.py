@@ -133,8 +133,7 @@ def worker(stage: str, path: Path, root: Path, keep_forms: bool = False) -> int:
     sys.path.insert(0, str(root))
     import yaml
 
-    from pipeline.records.event_schema import event_schema
-
+    event_schema = _first("event_schema", "records.event_schema", "parsers.event_schema")
     schema = event_schema(yaml.safe_load(SCHEMA.read_text()), str(SCHEMA))
     if stage == "tail":
         out = tail_worker(schema, path)
@@ -149,7 +148,7 @@ def worker(stage: str, path: Path, root: Path, keep_forms: bool = False) -> int:
 def extract_worker(schema: Any, path: Path, cluster: bool) -> dict[str, Any]:
     """Extract (and, with ``cluster``, place each request in the model as it comes with
     ``cluster_stream``, which keeps its cluster and distance only)."""
-    from pipeline.formats.events.decode import parse_events
+    parse_events = _first("parse_events", "formats.events.decode", "parsers.events")
     from pipeline.reducers.canonical import canonical
     from pipeline.reducers.event_order import merge_streams
     from pipeline.reducers.request_join import RequestParser
@@ -213,22 +212,46 @@ def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:
     }
 
 
+def _first(name: str, *modules: str) -> Any:
+    """``name`` from the first of ``pipeline.<module>`` that holds it: the ``--before`` tree may
+    predate a move."""
+    import importlib
+
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(f"pipeline.{module}"), name)
+        except ImportError:
+            continue
+    raise ImportError(f"{name} is in none of {', '.join(modules)}")
+
+
+def events_tail(path: Path, schema: Any, model: Any) -> tuple[Any, Any]:
+    """The ``events`` drop's tail of the tree measured, and what flushes it when the file is
+    quiet and counts its events (its chain; in a tree before the chains, the tail itself)."""
+    try:
+        from pipeline.formats.events.chain import EventsChain
+        from pipeline.shippers.line_tail import LineTail
+    except ImportError:
+        tail_type = _first("EventsTail", "formats.events.tail", "shippers.events_tail")
+        tail = tail_type("bench", str(path), "bench", schema, model)
+        return tail, tail
+    chain = EventsChain(str(path), "bench", schema, model)
+    return LineTail("bench", str(path), chain), chain
+
+
 def tail_worker(schema: Any, path: Path) -> dict[str, Any]:
     """Child process: the ``events`` drop's shipping path over the log (module docstring)."""
     from pipeline.delivery.acks import AckTracker
-    from pipeline.formats.events.chain import EventsChain
-    from pipeline.formats.events.workload_model import WorkloadModel
     from pipeline.settings import RequestsSettings
-    from pipeline.shippers.line_tail import LineTail
     from pipeline.shippers.tailer import read_complete_lines
     from pipeline.sink.documents import DocContext
 
     model_path = OUT_DIR / "model.json"
     model_path.unlink(missing_ok=True)
     start = time.process_time()
-    model = WorkloadModel("http_server", model_path, RequestsSettings())
-    chain = EventsChain(str(path), "bench", schema, model)
-    tail = LineTail("bench", str(path), chain)
+    model_type = _first("WorkloadModel", "formats.events.workload_model", "shippers.workload_model")
+    model = model_type("http_server", model_path, RequestsSettings())
+    tail, chain = events_tail(path, schema, model)
     acks, ctx = AckTracker(), DocContext(namespace="bench")
     docs = encoded = 0
     committed = (0, 0)
