@@ -27,7 +27,7 @@ from pipeline.shippers.tailer import TailChunk, pop_snapshot, read_lines
 from pipeline.sink.documents import DocContext
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Held:
     """What one record settles when its line waits for other than its own documents (a
     reducer holds records across lines: sysstat's open intervals, a request's events).
@@ -44,6 +44,11 @@ class Held:
     pending: int = 0
     holds: tuple[int, ...] = ()
     releases: tuple[int, ...] = ()
+
+
+WAITING = Held(pending=1)
+"""A record that completes nothing yet, whose line waits for one acknowledgement (never
+changed: a chain returns it for every such record)."""
 
 
 class LineChain(ABC):

@@ -53,7 +53,7 @@ from pipeline.reducers.event_order import ReorderQueue
 from pipeline.reducers.line_holds import LineHolds
 from pipeline.reducers.request_join import ParserStats, RequestParser
 from pipeline.reducers.request_record import Request
-from pipeline.shippers.line_tail import Held, LineChain
+from pipeline.shippers.line_tail import WAITING, Held, LineChain
 from pipeline.shippers.results import NOTHING, Released
 from pipeline.shippers.stillness import Stillness
 from pipeline.sink.documents import DocContext
@@ -156,6 +156,8 @@ class EventsChain(LineChain):
             requests += self._parser.feed(ev)
             self._holds.drop(ev.line_no)
         out = self._settle(requests, ctx, created_ms)
+        if out is NOTHING:
+            return WAITING
         return Held(out.docs, pending=1, holds=out.holds, releases=out.releases)
 
     def _clock(self, e: Event) -> None:

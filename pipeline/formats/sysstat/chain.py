@@ -26,7 +26,7 @@ from pipeline.formats.sysstat.decode import SadfCsvParser
 from pipeline.formats.sysstat.encode import diskio_document
 from pipeline.records.core import DiskSample, Document, LineRef, RestartMark
 from pipeline.reducers.downsample import Downsampler
-from pipeline.shippers.line_tail import Held, TableChain, TableDecoder
+from pipeline.shippers.line_tail import WAITING, Held, TableChain, TableDecoder
 from pipeline.shippers.results import NOTHING, Released
 from pipeline.sink.documents import DocContext
 
@@ -76,8 +76,11 @@ class SadfChain(TableChain):
         finished = self._down.add(record)
         if isinstance(record, DiskSample):
             self._refs[(record.host, record.device)].append((record.end_s, ref))
+        sample = isinstance(record, DiskSample)
+        if not finished:
+            return WAITING if sample else ()
         docs = tuple(diskio_document(ctx, s, self._take_refs(s), created_ms) for s in finished)
-        return Held(docs, pending=int(isinstance(record, DiskSample)))
+        return Held(docs, pending=int(sample))
 
     def idle(self, now_s: float, ctx: DocContext, final: bool) -> Released:
         """When the run ends: with ``--once`` the open intervals no later line can add to (each
