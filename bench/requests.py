@@ -236,7 +236,11 @@ def events_tail(path: Path, schema: Any, model: Any) -> tuple[Any, Any]:
         tail = tail_type("bench", str(path), "bench", schema, model)
         return tail, tail
     chain = EventsChain(str(path), "bench", schema, model)
-    return LineTail("bench", str(path), chain), chain
+    try:
+        from pipeline.shippers.chunk_tail import ChunkTail as tail_type
+    except ImportError:  # a tree before the chunks
+        tail_type = LineTail
+    return tail_type("bench", str(path), chain), chain
 
 
 def tail_worker(schema: Any, path: Path) -> dict[str, Any]:

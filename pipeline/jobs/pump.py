@@ -237,14 +237,15 @@ class Pump:
         self.after_chunk()
 
     def _line(self, key: str, res: LineResult) -> None:
-        """One line's result: its bad line kept, its documents added, the line tracked."""
-        self.summary.lines += 1
+        """One line's (or chunk's) result: its bad lines kept, its documents added, the line
+        tracked."""
+        self.summary.lines += res.lines
         unkept = 0
-        if res.bad is not None:
+        bad = res.bad_lines if res.bad is None else (res.bad, *res.bad_lines)
+        for b in bad:
             self.summary.bad_lines += 1
-            unkept = (
-                0 if self._keep_bad_line(res.ref, res.bad) else 1
-            )  # never acknowledged: not committed
+            if not self._keep_bad_line(b.ref, b):
+                unkept += 1  # never acknowledged: not committed
         waits = unkept + (len(res.docs) if res.pending is None else res.pending)
         self.delivery.track(key, res.ref.line_no, res.ref.end_offset, waits)
         self.delivery.settle(key, res.holds, res.releases)

@@ -8,6 +8,11 @@ may be committed.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+
+from pipeline.records.core import LineRef
+
 
 class LineHolds:
     """Reference counts of input lines (by line number) that are still needed.
@@ -48,4 +53,80 @@ class LineHolds:
     def pop_released(self) -> list[int]:
         """Lines released since the last call, in the order they were released."""
         out, self._released = self._released, []
+        return out
+
+
+class ChunkHolds:
+    """Which chunks of a file still have held lines: a chunk (the lines of one read, settled
+    as one, :class:`~pipeline.shippers.chunk_tail.ChunkChain`) is released when the last of its
+    held lines is.
+
+    Chunks are added in reading order; each counts the lines it holds, which must each be
+    released exactly once (:meth:`LineHolds.pop_released`).
+    """
+
+    def __init__(self) -> None:
+        self._first: list[int] = []  # first line number of each chunk still held, ascending
+        self._refs: list[LineRef] = []  # its ref (last line, end offset)
+        self._left: list[int] = []  # its lines not released yet
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+    def add(self, first_line_no: int, ref: LineRef, lines: int) -> None:
+        """A chunk of lines ``first_line_no`` .. ``ref.line_no`` holding ``lines`` of them
+        (> 0).
+
+        Raises:
+            ValueError: the chunk is not after the last one, or holds no line.
+        """
+        if lines <= 0 or (self._refs and first_line_no <= self._refs[-1].line_no):
+            raise ValueError(f"chunk from line {first_line_no} holding {lines} lines out of order")
+        self._first.append(first_line_no)
+        self._refs.append(ref)
+        self._left.append(lines)
+
+    def _index(self, line_no: int) -> int:
+        i = bisect_right(self._first, line_no) - 1
+        if i < 0 or line_no > self._refs[i].line_no:
+            raise KeyError(f"line {line_no} is in no chunk held")
+        return i
+
+    def refs(self, lines: Sequence[int]) -> tuple[LineRef, ...]:
+        """The refs of the chunks holding ``lines`` (ascending line numbers), each once, in
+        order.
+
+        Raises:
+            KeyError: a line is in no chunk held.
+        """
+        out: list[LineRef] = []
+        last = -1
+        end = -1  # last line of chunk ``last``
+        for n in lines:
+            if n <= end:
+                continue
+            last = self._index(n)
+            end = self._refs[last].line_no
+            out.append(self._refs[last])
+        return tuple(out)
+
+    def release(self, lines: Iterable[int]) -> list[int]:
+        """Lines released: the end offsets of the chunks that hold no line any more (they are
+        forgotten), in the order they were released.
+
+        Raises:
+            KeyError: a line is in no chunk held.
+        """
+        out: list[int] = []
+        left = self._left
+        for n in lines:
+            i = self._index(n)
+            left[i] -= 1
+            if not left[i]:
+                out.append(self._refs[i].end_offset)
+        if out:
+            keep = [i for i, n in enumerate(left) if n]
+            self._first = [self._first[i] for i in keep]
+            self._refs = [self._refs[i] for i in keep]
+            self._left = [left[i] for i in keep]
         return out

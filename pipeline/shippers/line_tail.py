@@ -51,16 +51,36 @@ WAITING = Held(pending=1)
 changed: a chain returns it for every such record)."""
 
 
-class LineChain(ABC):
-    """One line format's chain for one file: decode -> reduce -> encode.
+class TailChain:
+    """What every chain of a tailed file has: a cursor stored with each committed position,
+    resumed after a restart, told of each read, and asked what it lets go of while the file
+    is quiet. :meth:`cursor` is the JSON state after the last line (None: none);
+    :meth:`resume` continues from one (None: from a file's start)."""
+
+    def cursor(self) -> Mapping[str, object] | None:
+        """JSON-able state after the last line decoded and encoded (default: none)."""
+        return None
+
+    def resume(self, cursor: Mapping[str, object] | None) -> None:
+        """Continue from a state :meth:`cursor` gave (None: start over)."""
+
+    def begin(self, lines: Sequence[bytes], now_ms: float) -> None:
+        """Before the lines of one read are decoded (``now_ms``: wall-clock ms)."""
+
+    def idle(self, now_s: float, ctx: DocContext, final: bool) -> Released:
+        """What the chain lets go of while no line comes (``final``: the run ends); default:
+        nothing, as a chain that holds nothing."""
+        return NOTHING
+
+
+class LineChain(TailChain, ABC):
+    """One line format's chain for one file: decode -> reduce -> encode, line by line.
 
     :meth:`decode` gives a line's records (and :class:`ParseError` values for what it cannot
     read; raising :class:`ParseError` refuses the whole file); :meth:`encode` reduces one
     record and gives the documents it completes or why it is refused (kept in the dead-letter
     area); a chain whose reducer holds records across lines returns :class:`Held` and lets
-    go of what it holds while no line comes in :meth:`idle`. :meth:`cursor` is the JSON state
-    after the last line (None: none); :meth:`resume` continues from one (None: from a file's
-    start).
+    go of what it holds while no line comes in :meth:`idle`.
     """
 
     @abstractmethod
@@ -74,21 +94,6 @@ class LineChain(ABC):
         """The documents one decoded record of the line ``ref`` (starting at byte ``start``)
         completes (:class:`Held`: and the lines they settle), or why it is refused."""
 
-    def cursor(self) -> Mapping[str, object] | None:
-        """JSON-able state after the last line decoded and encoded (default: none)."""
-        return None
-
-    def resume(self, cursor: Mapping[str, object] | None) -> None:  # noqa: B027 (a hook)
-        """Continue from a state :meth:`cursor` gave (None: start over)."""
-
-    def begin(self, lines: Sequence[bytes], now_ms: float) -> None:  # noqa: B027 (a hook)
-        """Before the lines of one read are decoded (``now_ms``: wall-clock ms)."""
-
-    def idle(self, now_s: float, ctx: DocContext, final: bool) -> Released:
-        """What the chain lets go of while no line comes (``final``: the run ends); default:
-        nothing, as a chain that holds nothing."""
-        return NOTHING
-
 
 @dataclass
 class LineTail:
@@ -96,7 +101,8 @@ class LineTail:
 
     Attributes:
         key: registry key; path: current path.
-        chain: the format's chain for this file.
+        chain: the format's chain for this file (a :class:`LineChain`; a :class:`ChunkTail`'s
+            is a :class:`ChunkChain`).
         offset: next byte to read; line_no: lines read.
         snapshots: the cursor after each line read but not committed, by its end offset.
         exhausted: a compressed file was read to its end.
@@ -104,7 +110,7 @@ class LineTail:
 
     key: str
     path: str
-    chain: LineChain
+    chain: TailChain
     offset: int = 0
     line_no: int = 0
     exhausted: bool = False
@@ -144,6 +150,7 @@ class LineTail:
         """
         start = self.offset
         chain, snapshots = self.chain, self.snapshots
+        assert isinstance(chain, LineChain)
         chain.begin(chunk.lines, created_ms)
         state: object = None
         text = ""
@@ -152,7 +159,7 @@ class LineTail:
             line_start, self.offset = start, end
             start = end
             ref = LineRef(self.key, self.path, self.line_no, end)
-            res = self._line(raw, ref, line_start, ctx, created_ms)
+            res = self._line(chain, raw, ref, line_start, ctx, created_ms)
             now = chain.cursor()
             if now is not state:  # a chain whose state did not change gives the same object
                 state = now
@@ -162,17 +169,23 @@ class LineTail:
         self.offset = chunk.next_offset if chunk.lines else self.offset
 
     def _line(
-        self, raw: bytes, ref: LineRef, start: int, ctx: DocContext, created_ms: float
+        self,
+        chain: LineChain,
+        raw: bytes,
+        ref: LineRef,
+        start: int,
+        ctx: DocContext,
+        created_ms: float,
     ) -> LineResult:
         """One line through the chain: its documents and settlements, or a bad line."""
         docs: list[Document] = []
         bad: ParseError | None = None
         held: list[Held] = []
-        for rec in self.chain.decode(raw, ref.line_no):
+        for rec in chain.decode(raw, ref.line_no):
             if type(rec) is ParseError:
                 bad = rec
                 continue
-            out = self.chain.encode(rec, ref, start, ctx, created_ms)
+            out = chain.encode(rec, ref, start, ctx, created_ms)
             if isinstance(out, Held):
                 held.append(out)
             elif isinstance(out, str):
@@ -271,15 +284,19 @@ class LineShipper(Shipper):
 
     final_line = True
 
+    tail_type: ClassVar[type[LineTail]] = LineTail
+    """The tail that runs the chain (:class:`~pipeline.shippers.chunk_tail.ChunkTail` for a
+    format whose chain takes a read at once)."""
+
     @abstractmethod
-    def chain_for(self, file: NewFile) -> LineChain:
-        """The format's chain for one file."""
+    def chain_for(self, file: NewFile) -> TailChain:
+        """The format's chain for one file (of the kind :attr:`tail_type` runs)."""
 
     def open(self, file: NewFile) -> Tail:
         """A tail on the file, resumed from its registry entry."""
         chain = self.chain_for(file)
         state = file.register()
-        tail = LineTail(file.key, file.path, chain)
+        tail = self.tail_type(file.key, file.path, chain)
         tail.resume(state.offset, state.line_no, state.cursor)
         return tail
 

@@ -45,6 +45,11 @@ class LineResult:
     releases: tuple[int, ...] = ()
     """End offsets of earlier lines given one acknowledgement without a document (what held
     them, such as an open request, let go)."""
+    lines: int = 1
+    """Lines the result stands for: a chunk's (:class:`~pipeline.shippers.chunk_tail.ChunkTail`)
+    is tracked as its last line and stands for every line of the read."""
+    bad_lines: tuple[BadLine, ...] = ()
+    """Lines of a chunk that could not be parsed (the chunk's other lines go on)."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from pipeline.records.event_schema import load_event_schema
 from pipeline.reducers.peer_params import PeerParams
 from pipeline.reducers.peer_thresholds import ThresholdEntry, Thresholds
 from pipeline.settings import PeerSettings, RequestsSettings, Settings, settings_from_mapping
-from pipeline.shippers.line_tail import LineTail
+from pipeline.shippers.chunk_tail import ChunkTail
 from pipeline.shippers.tailer import split_complete_lines
 from pipeline.sink.documents import DocContext, iso_ms
 from pipeline.sink.lease import Lease
@@ -308,7 +308,7 @@ def test_a_clock_set_forward_does_not_flush_a_request_still_being_written(
     mono = FakeClock(50.0)
     model = WorkloadModel("http_server", tmp_path / "model.json", RequestsSettings())
     chain = EventsChain(str(path), "web1", schema, model, monotonic=mono)
-    tail = LineTail("k", str(path), chain)
+    tail = ChunkTail("k", str(path), chain)
     ctx = DocContext(namespace="test")
     read_ms = (mtime + 0.5) * 1000  # lines read then: the file's quiet time starts
     assert not [

@@ -340,10 +340,11 @@ def http_schema() -> EventSchema:
 def test_events_tail(
     scratch: Path, http_schema: EventSchema, lines: list[bytes], chunk: int
 ) -> None:
-    """Each line of a damaged event log is a dead letter (and nothing else), blank, or an
-    event: held once and given back once, when nothing pending derives from it any more,
-    having gone into a request's document or into none (a fragment of no request); once the
-    file is quiet, everything is given back and the whole file committed."""
+    """The file is read in chunks (one result per read, standing for its lines). Each line of
+    a damaged event log is a dead letter of its chunk (and nothing else), blank, or an event;
+    a chunk with events is held once and given back once, when nothing pending derives from
+    any of its lines, having gone into requests' documents or into none (fragments of no
+    request); once the file is quiet, everything is given back and the whole file committed."""
     lines = file_lines(lines)
     path = scratch / "events.jsonl"
     path.write_bytes(text(lines))
@@ -353,22 +354,34 @@ def test_events_tail(
         for res in ship.tail.process(got, CTX, 0.0):
             ship.take(res)
     ship.idle(os.stat(path).st_mtime + http_schema.parser.timeout_s)  # quiet: all let go
-    assert [r.ref.line_no for r in ship.results] == list(range(1, len(lines) + 1))
+    ends = [r.ref.line_no for r in ship.results]
+    assert sum(r.lines for r in ship.results) == len(lines) and ends[-1] == len(lines)
+    assert all(r.ref.line_no - r.lines == e for r, e in zip(ship.results, [0, *ends], strict=False))
     in_docs = Counter(ref.line_no for d in ship.docs for ref in d.refs)
-    for n, (raw, res) in enumerate(zip(lines, ship.results, strict=True), start=1):
+    first = 1
+    for res in ship.results:
+        chunk_lines = lines[first - 1 : res.ref.line_no]
+        bad = {b.ref.line_no: b for b in res.bad_lines}
+        assert res.bad is None
+        has_events = False
+        for n, raw in enumerate(chunk_lines, start=first):
+            if not raw.strip():
+                assert n not in bad, (n, raw)
+                event(BLANK)
+            elif n in bad:  # never both
+                err = bad[n].error
+                assert (err.path, err.line_no) == (str(path), n) and err.reason, err
+                assert bad[n].raw == raw
+            else:  # never neither
+                has_events = True
         end = res.ref.end_offset
-        if not raw.strip():
-            assert res.bad is None and res.docs == () and res.pending is None, (n, res)
-            assert in_docs[n] == 0 and ship.released[end] == 0, (n, raw)
-            event(BLANK)
-        elif res.bad is not None:  # never both
-            err = res.bad.error
-            assert (err.path, err.line_no) == (str(path), n) and err.reason, err
-            assert res.bad.raw == raw and res.pending is None and res.docs == ()
-            assert in_docs[n] == 0 and ship.released[end] == 0, (n, raw)
-        else:  # never neither
-            assert res.pending == 1 and ship.released[end] == 1, (n, raw, res)
-            event("in a request" if in_docs[n] else "in no request")
+        assert res.pending == (1 if has_events else 0), (res, chunk_lines)
+        assert ship.released[end] == res.pending, (res, chunk_lines)
+        if has_events:
+            event("a chunk in a request" if in_docs[res.ref.line_no] else "a chunk in none")
+        else:
+            assert in_docs[res.ref.line_no] == 0
+        first = res.ref.line_no + 1
     assert ship.committed == (len(text(lines)), len(lines))
     assert ship.acks.pending_lines(ship.tail.key) == 0
 

@@ -1,5 +1,6 @@
-"""Tailing an event log of the real instrumented server: requests as offline, lines settled only
-when their requests are, and a restart from any committed offset loses no request."""
+"""Tailing an event log of the real instrumented server, a read (chunk) at a time: requests as
+offline, chunks settled only when their requests are, and a restart from any committed offset
+loses no request, wherever the chunks end."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_join import extract
 from pipeline.reducers.request_record import Request
 from pipeline.settings import RequestsSettings
-from pipeline.shippers.line_tail import LineTail
+from pipeline.shippers.chunk_tail import ChunkTail
 from pipeline.shippers.results import LineResult
 from pipeline.shippers.tailer import split_complete_lines
 from pipeline.sink.documents import DocContext
@@ -61,7 +62,7 @@ class Shipper:
     """What the main job does with a tail's results, with every document acknowledged at once
     (or never, for documents sent just before a crash)."""
 
-    tail: LineTail
+    tail: ChunkTail
     acks: AckTracker = field(default_factory=AckTracker)
     docs: list[Document] = field(default_factory=list)
     committed: tuple[int, int] = (0, 0)
@@ -75,11 +76,23 @@ class Shipper:
         return self.tail.chain
 
     def feed(self, data: bytes, start: int, now_s: float = 0.0) -> None:
-        """Lines read at ``now_s`` (on the one clock the test moves)."""
+        """Lines read at ``now_s`` (on the one clock the test moves), as one chunk."""
         self.chain.monotonic = lambda: now_s
         chunk = split_complete_lines(data, start)
         for res in self.tail.process(chunk, CTX, now_s * 1000):
             self.take(res)
+
+    def feed_lines(self, data: bytes, start: int, every: int) -> list[int]:
+        """``data`` (complete lines from byte ``start``) read ``every`` lines at a time; the
+        line numbers each chunk ends at."""
+        ends: list[int] = []
+        lines = data.splitlines(keepends=True)
+        for i in range(0, len(lines), every):
+            piece = b"".join(lines[i : i + every])
+            self.feed(piece, start)
+            start += len(piece)
+            ends.append(self.tail.line_no)
+        return ends
 
     def take(self, res: LineResult) -> None:
         """What the tail made of one line: track it, then settle what it finished."""
@@ -108,9 +121,14 @@ class Shipper:
             self.committed = c
 
 
-def new_tail(path: Path, schema: EventSchema, state: Path) -> LineTail:
+def new_tail(path: Path, schema: EventSchema, state: Path) -> ChunkTail:
     model = WorkloadModel("http_server", state / "model.json", RequestsSettings())
-    return LineTail("k", str(path), EventsChain(str(path), HOST, schema, model))
+    return ChunkTail("k", str(path), EventsChain(str(path), HOST, schema, model))
+
+
+def chunk_of(ends: list[int], line_no: int) -> int:
+    """The last line of the chunk (ending at ``ends``) that holds ``line_no``."""
+    return next(e for e in ends if e >= line_no)
 
 
 def test_tailed_requests_equal_the_offline_ones_and_every_line_is_committed(
@@ -123,10 +141,15 @@ def test_tailed_requests_equal_the_offline_ones_and_every_line_is_committed(
     ship = Shipper(new_tail(path, schema, tmp_path))
     # read in pieces that cut lines, as a tail of a growing file does
     pos = 0
-    for cut in range(50_000, len(log) + 50_000, 50_000):
+    ends: list[int] = []
+    for cut in range(10_000, len(log) + 10_000, 10_000):
         piece = split_complete_lines(log[pos:cut], pos)
         ship.feed(log[pos : piece.next_offset], pos)
         pos = piece.next_offset
+        ends.append(ship.tail.line_no)
+    assert len(ends) > 5 and len(ship.results) == len(ends)  # one result per read
+    assert [r.ref.line_no for r in ship.results] == ends
+    assert sum(r.lines for r in ship.results) == log.count(b"\n")
     old = os.stat(path).st_mtime + schema.parser.timeout_s
     ship.idle(old)
     got = {d.doc_id: d.source["iolens"]["request"] for d in ship.docs}
@@ -140,9 +163,10 @@ def test_tailed_requests_equal_the_offline_ones_and_every_line_is_committed(
     assert ship.committed == (len(log), log.count(b"\n"))
     assert ship.acks.pending_lines("k") == 0
     assert len(ship.chain._holds) == 0
-    # a request's document waits for every line it derives from
+    # a request's document waits for every chunk holding a line it derives from
     for d in ship.docs:
-        assert [ref.line_no for ref in d.refs] == list(expected[d.doc_id].lines)
+        chunks = sorted({chunk_of(ends, n) for n in expected[d.doc_id].lines})
+        assert [ref.line_no for ref in d.refs] == chunks
 
 
 def test_committed_offset_stops_at_the_oldest_open_request(
@@ -153,13 +177,13 @@ def test_committed_offset_stops_at_the_oldest_open_request(
     lines = log.splitlines(keepends=True)
     half = sum(len(x) for x in lines[: len(lines) // 2])
     ship = Shipper(new_tail(path, schema, tmp_path))
-    ship.feed(log[:half], 0)
+    ends = ship.feed_lines(log[:half], 0, every=40)
     offset, line_no = ship.committed
     assert 0 < offset < half
-    # the next line holds an event of a request not delivered yet (or still queued)
-    emitted = {ref.line_no for d in ship.docs for ref in d.refs}
-    assert line_no + 1 not in emitted
-    assert ship.chain._holds.held(line_no + 1) > 0
+    assert line_no in ends  # only whole chunks are committed
+    # the next chunk holds a line of a request not delivered yet (or still queued)
+    nxt = ends[ends.index(line_no) + 1]
+    assert any(ship.chain._holds.held(n) for n in range(line_no + 1, nxt + 1))
 
 
 @pytest.mark.parametrize("fraction", [0.13, 0.5, 0.77])
@@ -171,8 +195,9 @@ def test_restart_from_the_committed_offset_loses_and_duplicates_nothing(
     expected = offline(log, str(path), schema)
     cut = split_complete_lines(log[: int(len(log) * fraction)], 0).next_offset
     first = Shipper(new_tail(path, schema, tmp_path))
-    first.feed(log[:cut], 0)  # then the process dies: what it held is lost
+    first.feed_lines(log[:cut], 0, every=37)  # then the process dies: what it held is lost
     offset, line_no = first.committed
+    assert offset > 0 or fraction < 0.5  # past the first requests, whole chunks are committed
     first.chain.model.save()
     second = Shipper(new_tail(path, schema, tmp_path))
     second.tail.resume(offset, line_no, first.tail.take_snapshot(offset))
@@ -201,11 +226,12 @@ def test_bad_lines_are_reported_and_settled_at_once(schema: EventSchema, tmp_pat
     path = tmp_path / "e.jsonl"
     path.write_bytes(data)
     tail = new_tail(path, schema, tmp_path)
-    results = list(tail.process(split_complete_lines(data, 0), CTX, 0.0))
-    assert [r.bad is not None for r in results] == [False, True, False]
-    bad = results[1].bad
-    assert bad is not None and bad.error.line_no == 2 and bad.error.path == str(path)
-    assert results[1].pending is None and not results[1].docs  # settled: nothing waits
+    [res] = tail.process(split_complete_lines(data, 0), CTX, 0.0)
+    assert res.ref.line_no == 3 and res.ref.end_offset == len(data) and res.lines == 3
+    [bad] = res.bad_lines
+    assert bad.error.line_no == 2 and bad.error.path == str(path) and bad.raw == b"not json"
+    assert bad.ref.line_no == 2 and bad.ref.end_offset == data.index(b"\n", 60) + 1
+    assert res.pending == 1 and not res.docs  # the events' chunk waits for its own hold
     assert isinstance(tail.chain, EventsChain)
     assert tail.chain.wall_offset_ns == 1700000000000000000 - 1000
 

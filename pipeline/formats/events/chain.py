@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import orjson
 
@@ -45,15 +45,16 @@ from pipeline.formats.events.decode import parse_event_line
 from pipeline.formats.events.encode import CLOCK_EVENT, request_document, request_id
 from pipeline.formats.events.workload_model import WorkloadModel
 from pipeline.parsers.errors import ParseError
-from pipeline.records.core import Document, LineRef
+from pipeline.records.core import Document
 from pipeline.records.event_schema import EventSchema
 from pipeline.records.events import Event
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.event_order import ReorderQueue
-from pipeline.reducers.line_holds import LineHolds
+from pipeline.reducers.line_holds import ChunkHolds, LineHolds
 from pipeline.reducers.request_join import ParserStats, RequestParser
 from pipeline.reducers.request_record import Request
-from pipeline.shippers.line_tail import WAITING, Held, LineChain
+from pipeline.shippers.chunk_tail import ChunkChain, ChunkRead
+from pipeline.shippers.line_tail import Held
 from pipeline.shippers.results import NOTHING, Released
 from pipeline.shippers.stillness import Stillness
 from pipeline.sink.documents import DocContext
@@ -64,9 +65,9 @@ EPOCH_NS_MIN = 10**18
 """A ``ts`` at least this large (September 2001 in ns since the epoch) is wall-clock time."""
 
 
-class EventsChain(LineChain):
-    """decode -> reorder and join -> encode of one event log (a
-    :class:`~pipeline.shippers.line_tail.LineChain`).
+class EventsChain(ChunkChain):
+    """decode -> reorder and join -> encode of one event log, a read at a time (a
+    :class:`~pipeline.shippers.chunk_tail.ChunkChain`).
 
     Args:
         path: the log; host: ``host.name`` of its requests.
@@ -101,7 +102,7 @@ class EventsChain(LineChain):
         self._parser = RequestParser(self.schema, holds=self._holds)
         window = int(self.schema.parser.reorder_window_ms * 1e6)
         self._queue = ReorderQueue(window, self.schema, self._holds)
-        self._refs: dict[int, LineRef] = {}
+        self._chunks = ChunkHolds()
 
     @property
     def stats(self) -> ParserStats:
@@ -133,32 +134,36 @@ class EventsChain(LineChain):
         self.last_read_s = self.monotonic()
         self._still_s(now_ms / 1000, self.last_read_s)
 
-    def decode(self, raw: bytes, line_no: int) -> Iterable[object]:
-        """The line's event (nothing for a blank line), or why it is not one."""
-        if not raw.strip():
-            return ()
-        try:
-            return (parse_event_line(raw, self.path, line_no),)
-        except ParseError as err:
-            return (err,)
-
-    def encode(
-        self, record: object, ref: LineRef, start: int, ctx: DocContext, created_ms: float
-    ) -> Held:
-        """Put the event in order and join what comes out of the reorder queue; the line
-        waits for its own hold (one acknowledgement, given back through a later ``releases``)
-        and the documents of the requests finished here hold the lines they derive from."""
-        assert isinstance(record, Event)
-        self._clock(record)
-        self._refs[ref.line_no] = ref
+    def take(
+        self, read: ChunkRead, ctx: DocContext, created_ms: float
+    ) -> tuple[Held, Sequence[ParseError]]:
+        """Parse the chunk's events, put them in order and join what leaves the reorder queue.
+        The chunk waits for its own hold (one acknowledgement, given back through a later
+        ``releases`` once none of its lines is held); the documents of the requests finished
+        here hold the chunks they derive from. Blank lines are skipped; lines that are not
+        events are returned (kept in the dead-letter area)."""
+        errors: list[ParseError] = []
         requests: list[Request] = []
-        for ev in self._queue.push(record):
-            requests += self._parser.feed(ev)
-            self._holds.drop(ev.line_no)
+        queue, parser, holds, path = self._queue, self._parser, self._holds, self.path
+        events = 0
+        for line_no, raw in enumerate(read.lines, start=read.first_line_no):
+            try:
+                e = parse_event_line(raw, path, line_no)
+            except ParseError as err:
+                if raw.strip():
+                    errors.append(err)
+                continue
+            events += 1
+            self._clock(e)
+            for ev in queue.push(e):
+                requests += parser.feed(ev)
+                holds.drop(ev.line_no)
+        if events:
+            self._chunks.add(read.first_line_no, read.ref, events)
         out = self._settle(requests, ctx, created_ms)
-        if out is NOTHING:
-            return WAITING
-        return Held(out.docs, pending=1, holds=out.holds, releases=out.releases)
+        return Held(
+            out.docs, pending=1 if events else 0, holds=out.holds, releases=out.releases
+        ), errors
 
     def _clock(self, e: Event) -> None:
         if e.ev == CLOCK_EVENT and isinstance(e.attrs.get("wall_ns"), int):
@@ -206,21 +211,24 @@ class EventsChain(LineChain):
         return self._still.still_s(state, st.st_mtime, timeout_s, now_s, mono_s)
 
     def _settle(self, requests: list[Request], ctx: DocContext, created_ms: float) -> Released:
-        released = self._holds.pop_released()
-        if not requests and not released:
-            return NOTHING
+        """The documents of ``requests`` (each holding the chunks it derives from), then the
+        chunks whose last held line was released (the order matters: a released chunk is
+        forgotten)."""
         docs: list[Document] = []
         holds: list[int] = []
         for r in requests:
             doc = self._document(r, ctx, created_ms)
             docs.append(doc)
             holds += [ref.end_offset for ref in doc.refs]
-        releases = [self._refs.pop(n).end_offset for n in released]
+        released = self._holds.pop_released()
+        if not docs and not released:
+            return NOTHING
+        releases = self._chunks.release(released)
         return Released(tuple(docs), tuple(holds), tuple(releases))
 
     def _document(self, r: Request, ctx: DocContext, created_ms: float) -> Document:
         form = canonical(r, self.schema)
-        refs = tuple(self._refs[n] for n in r.lines)
+        refs = self._chunks.refs(r.lines)
         rid = request_id(self.host, r)
         assignment, outlier = self.model.place(rid, form)
         return request_document(

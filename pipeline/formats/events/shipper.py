@@ -12,9 +12,10 @@ from pipeline.formats.events.chain import EventsChain
 from pipeline.formats.events.workload_model import WorkloadModel
 from pipeline.records.event_schema import EventSchema, load_event_schema
 from pipeline.settings import DropSettings
+from pipeline.shippers.chunk_tail import ChunkChain, ChunkTail
 from pipeline.shippers.hosts import host_for
 from pipeline.shippers.interface import Idled, NewFile, ShipContext, Tail
-from pipeline.shippers.line_tail import LineChain, LineShipper
+from pipeline.shippers.line_tail import LineShipper
 from pipeline.shippers.results import Released
 
 
@@ -28,6 +29,7 @@ class EventsShipper(LineShipper):
     pattern = "*.jsonl"
     writes = ("logs-iolens.request", "metrics-iolens.workload_model")
     final_line = False
+    tail_type = ChunkTail
 
     def __init__(self, ctx: ShipContext) -> None:
         super().__init__(ctx)
@@ -54,7 +56,7 @@ class EventsShipper(LineShipper):
             self._models[root] = (schema, model)
         return self._models[root]
 
-    def chain_for(self, file: NewFile) -> LineChain:
+    def chain_for(self, file: NewFile) -> ChunkChain:
         """The chain of an event log, with its drop's schema and model.
 
         Raises:
