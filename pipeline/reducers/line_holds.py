@@ -61,8 +61,8 @@ class ChunkHolds:
     as one, :class:`~pipeline.shippers.chunk_tail.ChunkChain`) is released when the last of its
     held lines is.
 
-    Chunks are added in reading order; each counts the lines it holds, which must each be
-    released exactly once (:meth:`LineHolds.pop_released`).
+    Chunks are opened in reading order and closed with the number of lines they hold, which
+    must each be released exactly once (:meth:`LineHolds.pop_released`).
     """
 
     def __init__(self) -> None:
@@ -73,18 +73,25 @@ class ChunkHolds:
     def __len__(self) -> int:
         return len(self._first)
 
-    def add(self, first_line_no: int, ref: LineRef, lines: int) -> None:
-        """A chunk of lines ``first_line_no`` .. ``ref.line_no`` holding ``lines`` of them
-        (> 0).
+    def open(self, first_line_no: int, ref: LineRef) -> None:
+        """A chunk of lines ``first_line_no`` .. ``ref.line_no`` is being read: its lines may be
+        named in :meth:`refs` until :meth:`close`.
 
         Raises:
-            ValueError: the chunk is not after the last one, or holds no line.
+            ValueError: the chunk is not after the last one.
         """
-        if lines <= 0 or (self._refs and first_line_no <= self._refs[-1].line_no):
-            raise ValueError(f"chunk from line {first_line_no} holding {lines} lines out of order")
+        if self._refs and first_line_no <= self._refs[-1].line_no:
+            raise ValueError(f"chunk from line {first_line_no} is not after the last one")
         self._first.append(first_line_no)
         self._refs.append(ref)
-        self._left.append(lines)
+        self._left.append(0)
+
+    def close(self, lines: int) -> None:
+        """The chunk opened last holds ``lines`` of its lines (0: none; it is forgotten)."""
+        if lines:
+            self._left[-1] = lines
+        else:
+            del self._first[-1], self._refs[-1], self._left[-1]
 
     def _index(self, line_no: int) -> int:
         i = bisect_right(self._first, line_no) - 1

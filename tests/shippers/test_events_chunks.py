@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -21,9 +22,15 @@ from tests.shippers.test_events_tail import (
     offline,
 )
 
-LINES = LOG_PATH.read_bytes().splitlines(keepends=True)[:150]
-"""The first 150 lines of the recorded server run: a dozen requests, interleaved, some cut off
-at the end (incomplete, flushed when the file goes quiet)."""
+RESYNC = (
+    b'{"ts":20450677397853,"ev":"ClockSync","pid":2663,"tid":2663,"wall_ns":1795639720135029719}\n'
+)
+"""A second clock sync, 100 ms later on the wall clock than the first says."""
+LINES = [*LOG_PATH.read_bytes().splitlines(keepends=True)[:150]]
+LINES.insert(90, RESYNC)
+"""The first 150 lines of the recorded server run, the clock synced again at line 91: a dozen
+requests, interleaved, some cut off at the end (incomplete, flushed when the file goes
+quiet)."""
 DATA = b"".join(LINES)
 
 
@@ -33,6 +40,18 @@ def _schema() -> EventSchema:
 
 
 SCHEMA = _schema()
+
+
+def line_by_line() -> dict[str, object]:
+    """``@timestamp`` of each request read one line at a time (placed in time by the clock
+    offset in force when it completed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "events.jsonl"
+        path.write_bytes(DATA)
+        ship = Shipper(new_tail(path, SCHEMA, Path(tmp)))
+        feed_chunks(ship, list(range(1, len(LINES))), 0)
+        ship.idle(os.stat(path).st_mtime + SCHEMA.parser.timeout_s)
+        return {d.doc_id: d.source["@timestamp"] for d in ship.docs}
 
 
 def feed_chunks(ship: Shipper, cuts: list[int], start_line: int) -> list[int]:
@@ -47,6 +66,23 @@ def feed_chunks(ship: Shipper, cuts: list[int], start_line: int) -> list[int]:
         ends.append(ship.tail.line_no)
         pos = b
     return ends
+
+
+TIMES = line_by_line()
+
+
+def test_requests_before_a_clock_sync_keep_the_offset_they_completed_under() -> None:
+    first = 1795639720035029719 - 20450568430682  # wall ns - ts of the first sync
+    second = 1795639720135029719 - 20450677397853
+    with tempfile.TemporaryDirectory() as tmp:
+        expected = offline(DATA, str(Path(tmp) / "events.jsonl"), SCHEMA)
+    under: list[int] = []
+    for rid, r in expected.items():
+        got = datetime.fromisoformat(str(TIMES[rid])).timestamp() * 1000
+        [offset] = [o for o in (first, second) if abs((r.start_ns + o) / 1e6 - got) < 1]
+        under.append(offset)
+        assert offset == first or r.end_ns > 20450677397853 - 20_000_000  # window: 20 ms
+    assert under.count(first) >= 5 and under.count(second) >= 5
 
 
 @settings(max_examples=60, deadline=None)
@@ -86,5 +122,6 @@ def test_any_chunking_and_any_crash_deliver_every_request_once(
             assert got["resources"] == r.resources
             assert got["event_count"] == len(r.events)
             assert got["complete"] is r.complete
+        assert {k: d.source["@timestamp"] for k, d in kept.items()} == TIMES
         assert second.committed == (len(DATA), len(LINES))
         assert second.acks.pending_lines("k") == 0

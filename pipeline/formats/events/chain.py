@@ -144,7 +144,10 @@ class EventsChain(ChunkChain):
         events are returned (kept in the dead-letter area)."""
         errors: list[ParseError] = []
         requests: list[Request] = []
+        docs: list[Document] = []
+        doc_holds: list[int] = []
         queue, parser, holds, path = self._queue, self._parser, self._holds, self.path
+        self._chunks.open(read.first_line_no, read.ref)
         events = 0
         for line_no, raw in enumerate(read.lines, start=read.first_line_no):
             try:
@@ -154,16 +157,19 @@ class EventsChain(ChunkChain):
                     errors.append(err)
                 continue
             events += 1
-            self._clock(e)
+            if e.ev == CLOCK_EVENT or self.wall_offset_ns is None:
+                if requests:  # placed in time by the clock offset they completed under
+                    self._documents(requests, ctx, created_ms, docs, doc_holds)
+                    requests = []
+                self._clock(e)
             for ev in queue.push(e):
                 requests += parser.feed(ev)
                 holds.drop(ev.line_no)
-        if events:
-            self._chunks.add(read.first_line_no, read.ref, events)
-        out = self._settle(requests, ctx, created_ms)
-        return Held(
-            out.docs, pending=1 if events else 0, holds=out.holds, releases=out.releases
-        ), errors
+        self._chunks.close(events)
+        self._documents(requests, ctx, created_ms, docs, doc_holds)
+        releases = self._chunks.release(holds.pop_released())
+        held = Held(tuple(docs), 1 if events else 0, tuple(doc_holds), tuple(releases))
+        return held, errors
 
     def _clock(self, e: Event) -> None:
         if e.ev == CLOCK_EVENT and isinstance(e.attrs.get("wall_ns"), int):
@@ -211,20 +217,31 @@ class EventsChain(ChunkChain):
         return self._still.still_s(state, st.st_mtime, timeout_s, now_s, mono_s)
 
     def _settle(self, requests: list[Request], ctx: DocContext, created_ms: float) -> Released:
-        """The documents of ``requests`` (each holding the chunks it derives from), then the
-        chunks whose last held line was released (the order matters: a released chunk is
-        forgotten)."""
+        """The documents of ``requests``, then the chunks whose last held line was released
+        (the order matters: a released chunk is forgotten)."""
         docs: list[Document] = []
         holds: list[int] = []
-        for r in requests:
-            doc = self._document(r, ctx, created_ms)
-            docs.append(doc)
-            holds += [ref.end_offset for ref in doc.refs]
+        self._documents(requests, ctx, created_ms, docs, holds)
         released = self._holds.pop_released()
         if not docs and not released:
             return NOTHING
         releases = self._chunks.release(released)
         return Released(tuple(docs), tuple(holds), tuple(releases))
+
+    def _documents(
+        self,
+        requests: list[Request],
+        ctx: DocContext,
+        created_ms: float,
+        docs: list[Document],
+        holds: list[int],
+    ) -> None:
+        """Append the documents of ``requests`` to ``docs``, and to ``holds`` the end offset of
+        each chunk each derives from."""
+        for r in requests:
+            doc = self._document(r, ctx, created_ms)
+            docs.append(doc)
+            holds += [ref.end_offset for ref in doc.refs]
 
     def _document(self, r: Request, ctx: DocContext, created_ms: float) -> Document:
         form = canonical(r, self.schema)
