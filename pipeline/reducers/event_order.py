@@ -11,8 +11,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from pipeline.records.event_schema import EventSchema
 from pipeline.records.events import Event
@@ -88,20 +89,76 @@ class ReorderQueue:
             self._holds.take(e.line_no)
         start_attr = self._start_attrs.get(e.ev)
         if start_attr is not None:
-            start = e.attrs.get(start_attr)
-            if isinstance(start, int) and not isinstance(start, bool):
-                attrs = {k: v for k, v in e.attrs.items() if k != start_attr}
-                synthetic = Event(start, f"{e.ev}Start", attrs, e.line_no)
-                self._queue((start, next(self._order), synthetic))
+            synthetic = self._synthetic(e, start_attr)
+            if synthetic is not None:
+                self._queue((synthetic.ts_ns, next(self._order), synthetic))
                 if self._holds is not None:
                     self._holds.take(e.line_no)
         if e.ts_ns > self.newest:
             self.newest = e.ts_ns
         return self._pop_due(self.newest - self.window_ns)
 
+    def push_many(self, events: Sequence[Event]) -> list[Event]:
+        """Queue ``events`` in turn: the events due after the last of them, in the order
+        pushing them one by one (:meth:`push`) would pass them on.
+
+        When none of them comes later than the window allows (stamped at or before the
+        newest event seen before it minus the window, or its synthetic start so), that order
+        is the (timestamp, arrival) order of the queue and the new events, due up to the newest
+        minus the window: one sort of the queue and the new events, as the seed's reorder
+        queue over a batch. Otherwise the events are pushed one by one.
+        """
+        window, start_attrs = self.window_ns, self._start_attrs
+        newest = self.newest
+        for e in events:  # would any event be passed on out of order?
+            due = newest - window
+            if e.ts_ns <= due:
+                return [d for x in events for d in self.push(x)]
+            attr = start_attrs.get(e.ev) if start_attrs else None
+            if attr is not None:
+                start = e.attrs.get(attr)
+                if isinstance(start, int) and not isinstance(start, bool) and start <= due:
+                    return [d for x in events for d in self.push(x)]
+            if e.ts_ns > newest:
+                newest = e.ts_ns
+        items = [*self._run, *self._heap]
+        order, holds = self._order, self._holds
+        for e in events:
+            items.append((e.ts_ns, next(order), e))
+            if holds is not None:
+                holds.take(e.line_no)
+            if start_attrs and e.ev in start_attrs:
+                synthetic = self._synthetic(e, start_attrs[e.ev])
+                if synthetic is not None:
+                    items.append((synthetic.ts_ns, next(order), synthetic))
+                    if holds is not None:
+                        holds.take(e.line_no)
+        items.sort(key=_ts_order)
+        self.newest = newest
+        k = bisect_right(items, newest - window, key=_ts)
+        self._run, self._heap = deque(items[k:]), []
+        return [item[2] for item in items[:k]]
+
+    @staticmethod
+    def _synthetic(e: Event, start_attr: str) -> Event | None:
+        """The ``<ev>Start`` event of ``e``, stamped with its ``start_attr`` (None: none)."""
+        start = e.attrs.get(start_attr)
+        if not isinstance(start, int) or isinstance(start, bool):
+            return None
+        attrs = {k: v for k, v in e.attrs.items() if k != start_attr}
+        return Event(start, f"{e.ev}Start", attrs, e.line_no)
+
     def drain(self) -> list[Event]:
         """Every queued event, in timestamp order (end of input, or a quiet source)."""
         return self._pop_due(math.inf)
+
+
+def _ts_order(item: tuple[int, int, Event]) -> tuple[int, int]:
+    return item[0], item[1]
+
+
+def _ts(item: tuple[int, int, Event]) -> int:
+    return item[0]
 
 
 def reorder(

@@ -143,12 +143,9 @@ class EventsChain(ChunkChain):
         here hold the chunks they derive from. Blank lines are skipped; lines that are not
         events are returned (kept in the dead-letter area)."""
         errors: list[ParseError] = []
-        requests: list[Request] = []
-        docs: list[Document] = []
-        doc_holds: list[int] = []
-        queue, parser, holds, path = self._queue, self._parser, self._holds, self.path
-        self._chunks.open(read.first_line_no, read.ref)
-        events = 0
+        events: list[Event] = []
+        clocks: list[int] = []  # where clock events are in ``events``
+        path = self.path
         for line_no, raw in enumerate(read.lines, start=read.first_line_no):
             try:
                 e = parse_event_line(raw, path, line_no)
@@ -156,20 +153,35 @@ class EventsChain(ChunkChain):
                 if raw.strip():
                     errors.append(err)
                 continue
-            events += 1
-            if e.ev == CLOCK_EVENT or self.wall_offset_ns is None:
-                if requests:  # placed in time by the clock offset they completed under
-                    self._documents(requests, ctx, created_ms, docs, doc_holds)
-                    requests = []
-                self._clock(e)
-            for ev in queue.push(e):
-                requests += parser.feed(ev)
-                holds.drop(ev.line_no)
-        self._chunks.close(events)
-        self._documents(requests, ctx, created_ms, docs, doc_holds)
-        releases = self._chunks.release(holds.pop_released())
+            if e.ev == CLOCK_EVENT:
+                clocks.append(len(events))
+            events.append(e)
+        if events and self.wall_offset_ns is None:
+            clocks.insert(0, 0)
+        self._chunks.open(read.first_line_no, read.ref)
+        docs: list[Document] = []
+        doc_holds: list[int] = []
+        start = 0
+        for at in [*clocks, len(events)]:  # each request placed in time by the clock
+            requests = self._join(events[start:at])  # offset it completed under
+            self._documents(requests, ctx, created_ms, docs, doc_holds)
+            if at < len(events):
+                self._clock(events[at])
+            start = at
+        self._chunks.close(len(events))
+        releases = self._chunks.release(self._holds.pop_released())
         held = Held(tuple(docs), 1 if events else 0, tuple(doc_holds), tuple(releases))
         return held, errors
+
+    def _join(self, events: Sequence[Event]) -> list[Request]:
+        """Put ``events`` in order and join what leaves the reorder queue: the requests
+        finished."""
+        parser, drop = self._parser, self._holds.drop
+        requests: list[Request] = []
+        for ev in self._queue.push_many(events):
+            requests += parser.feed(ev)
+            drop(ev.line_no)
+        return requests
 
     def _clock(self, e: Event) -> None:
         if e.ev == CLOCK_EVENT and isinstance(e.attrs.get("wall_ns"), int):
