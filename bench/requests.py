@@ -16,12 +16,12 @@ its own connections, threads, tasks and RPCs, until there are ``--events`` of th
    model from each request's cluster and distance kept as they were computed (``--keep-forms``,
    used for the code before: every canonical form kept and clustered at the end, as the stage
    was first written);
-3. **tail**: what the shipper does per line of an ``events`` drop (``LineTail`` running an
-   ``EventsChain``): read complete lines in 4 MiB chunks, parse, reorder, join with line holds,
-   build and encode each request's document, place it in the workload model, and settle lines in an
-   ``AckTracker`` as if every document were acknowledged at once, committing (and popping the
-   lines' cursors) after each chunk as the delivery does after a bulk response (no
-   Elasticsearch).
+3. **tail**: what the shipper does with an ``events`` drop (``ChunkTail`` running an
+   ``EventsChain``; ``LineTail`` in trees before the chunks): read complete lines in 4 MiB
+   chunks, parse, reorder, join with line holds, build and encode each request's document,
+   place it in the workload model, and settle the chunks (lines, before) in an ``AckTracker``
+   as if every document were acknowledged at once, committing (and popping the cursors) after
+   each chunk as the delivery does after a bulk response (no Elasticsearch).
 
 Every stage runs on this tree's ``pipeline`` and on that of the commit ``--before`` (default:
 the one before the event path was made faster), checked out with ``git worktree`` under
@@ -385,6 +385,7 @@ def report(results: dict[str, Any], n: int, size: int) -> None:
 PHASES = (
     ("parse (JSON line -> event)", "pipeline.formats.events.chain", "parse_event_line"),
     ("reorder queue", "pipeline.reducers.event_order", "ReorderQueue.push"),
+    ("reorder queue", "pipeline.reducers.event_order", "ReorderQueue.push_many"),
     (
         "join (temporal join, requests built)",
         "pipeline.reducers.request_join",
@@ -398,7 +399,8 @@ PHASES = (
     ),
     ("document built", "pipeline.formats.events.chain", "request_document"),
 )
-"""The shipping path's phases timed by ``--phases``: (label, module, function or method)."""
+"""The shipping path's phases timed by ``--phases``: (label, module, function or method); one
+a tree does not have is not timed (``push_many``: the queue over a batch)."""
 
 
 def phases_worker(path: Path, root: Path) -> int:
@@ -433,7 +435,8 @@ def phases_worker(path: Path, root: Path) -> int:
         if "." in name:
             cls, name = name.split(".")
             owner = getattr(owner, cls)
-        setattr(owner, name, timed(label, getattr(owner, name)))
+        if hasattr(owner, name):
+            setattr(owner, name, timed(label, getattr(owner, name)))
     schema = event_schema(yaml.safe_load(SCHEMA.read_text()), str(SCHEMA))
     out = tail_worker(schema, path)
     print(json.dumps(out | {"phases_cpu_s": spent}))
@@ -449,7 +452,7 @@ def print_phases(results: dict[str, dict[str, Any]], n: int) -> None:
     )
     console.print("| phase | " + " | ".join(tags) + " |")
     console.print("|---" * (1 + len(tags)) + "|")
-    for label, _module, _name in PHASES:
+    for label in dict.fromkeys(label for label, _module, _name in PHASES):
         cells = [f"{results[t]['phases_cpu_s'].get(label, 0.0) / n * 1e6:.2f}" for t in tags]
         console.print(f"| {label} | " + " | ".join(cells) + " |")
     rest = [

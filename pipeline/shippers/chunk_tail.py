@@ -9,6 +9,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pipeline.parsers.errors import ParseError
 from pipeline.records.core import LineRef
@@ -58,12 +59,17 @@ class ChunkRead:
 
 
 class ChunkTail(LineTail):
-    """A :class:`LineTail` whose chain takes each read whole (a :class:`ChunkChain`): one
-    result per read, tracked as its last line, with one cursor."""
+    """A :class:`LineTail` whose chain takes a read at once (a :class:`ChunkChain`), in
+    pieces of at most :attr:`piece_lines` lines: one result per piece, tracked as its last
+    line, with one cursor."""
+
+    piece_lines: ClassVar[int] = 4096
+    """Lines the chain takes at once: what a piece's events and documents cost in memory
+    (about 400 KiB of event lines) against the per-piece work."""
 
     def process(self, chunk: TailChunk, ctx: DocContext, created_ms: float) -> Iterator[LineResult]:
-        """The chunk through the chain: one result standing for all its lines (its bad lines
-        in :attr:`LineResult.bad_lines`).
+        """The chunk through the chain a piece at a time: one result standing for each
+        piece's lines (its bad lines in :attr:`LineResult.bad_lines`).
 
         Raises:
             ParseError: the chain refuses the whole file.
@@ -73,28 +79,44 @@ class ChunkTail(LineTail):
         if not chunk.lines:
             return
         chain.begin(chunk.lines, created_ms)
+        n = len(chunk.lines)
+        for a in range(0, n, self.piece_lines):
+            b = min(a + self.piece_lines, n)
+            yield self._piece(chain, chunk, a, b, ctx, created_ms)
+
+    def _piece(
+        self,
+        chain: ChunkChain,
+        chunk: TailChunk,
+        a: int,
+        b: int,
+        ctx: DocContext,
+        created_ms: float,
+    ) -> LineResult:
+        """Lines ``a`` to ``b`` (exclusive) of ``chunk`` through the chain, the tail advanced
+        past them."""
         first = self.line_no + 1
-        self.line_no += len(chunk.lines)
-        end = chunk.end_offsets[-1]
+        self.line_no += b - a
+        end = chunk.end_offsets[b - 1]
         ref = LineRef(self.key, self.path, self.line_no, end)
-        held, errors = chain.take(ChunkRead(ref, chunk.lines, first), ctx, created_ms)
+        held, errors = chain.take(ChunkRead(ref, chunk.lines[a:b], first), ctx, created_ms)
         now = chain.cursor()
         self.snapshots[end] = "" if now is None else json.dumps(now, separators=(",", ":"))
-        self.offset = chunk.next_offset
+        self.offset = chunk.next_offset if b == len(chunk.lines) else end
         bad = tuple(
             BadLine(
-                LineRef(self.key, self.path, e.line_no, chunk.end_offsets[e.line_no - first]),
-                chunk.lines[e.line_no - first],
+                LineRef(self.key, self.path, e.line_no, chunk.end_offsets[a + e.line_no - first]),
+                chunk.lines[a + e.line_no - first],
                 e,
             )
             for e in errors
         )
-        yield LineResult(
+        return LineResult(
             ref,
             held.docs,
             pending=held.pending,
             holds=held.holds,
             releases=held.releases,
-            lines=len(chunk.lines),
+            lines=b - a,
             bad_lines=bad,
         )

@@ -259,3 +259,22 @@ def test_a_quiet_file_flushes_its_open_request_as_incomplete(
     assert req["complete"] is False
     assert req["resources"]["cpu_ns"] == 900000
     assert ship.committed == (len(data), 4)
+
+
+def test_a_long_read_is_taken_in_pieces_each_settled_as_one(
+    log: bytes, schema: EventSchema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(log)
+    monkeypatch.setattr(ChunkTail, "piece_lines", 100)
+    ship = Shipper(new_tail(path, schema, tmp_path))
+    ship.feed(log, 0)  # one read of the whole log
+    n = log.count(b"\n")
+    assert [r.ref.line_no for r in ship.results] == [*range(100, n, 100), n]
+    offsets = [i + 1 for i, c in enumerate(log) if c == ord("\n")]
+    assert [r.ref.end_offset for r in ship.results] == [
+        offsets[e - 1] for e in range(100, n, 100)
+    ] + [len(log)]
+    ship.idle(os.stat(path).st_mtime + schema.parser.timeout_s)
+    assert ship.committed == (len(log), n)
+    assert {d.doc_id for d in ship.docs} == offline(log, str(path), schema).keys()
