@@ -14,8 +14,8 @@ its own connections, threads, tasks and RPCs, until there are ``--events`` of th
 2. **extract + cluster**: the same, the canonical form of each request placed in the
    incremental clustering (``Clusterer``) as it comes, then the outlier flags against the final
    model from each request's cluster and distance kept as they were computed (``--keep-forms``,
-   used for the code before: every canonical form kept and clustered at the end, as the stage
-   was first written);
+   used for a tree before ``cluster_stream``: every canonical form kept and clustered at the
+   end, as the stage was first written);
 3. **tail**: what the shipper does with an ``events`` drop (``ChunkTail`` running an
    ``EventsChain``; ``LineTail`` in trees before the chunks): read complete lines in 4 MiB
    chunks, parse, reorder, join with line holds, build and encode each request's document,
@@ -318,7 +318,9 @@ def before_tree(rev: str) -> Path:
 def run_stage(stage: str, log: Path, root: Path, tag: str) -> dict[str, Any] | None:
     """One stage in a child process; its JSON output with wall, CPU and peak RSS."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", stage, "--log", str(log)]
-    cmd += ["--root", str(root)] + (["--keep-forms"] if tag == "before" else [])
+    streams = (root / "pipeline" / "reducers" / "request_cluster.py").read_text()
+    kept = "def cluster_stream" not in streams  # a tree whose clustering kept every form
+    cmd += ["--root", str(root)] + (["--keep-forms"] if kept else [])
     m = measure(cmd, OUT_DIR / f"{stage}-{tag}.out", OUT_DIR / f"{stage}-{tag}.err", timeout_s=1800)
     if not m.ok:
         console.print(f"[red]{stage} ({tag}) failed[/red]: {m.stderr.read_text()[-2000:]}")
