@@ -54,7 +54,7 @@ from pipeline.records.json import JsonObject
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_cluster import Assignment, cluster_all, total_resources
-from pipeline.reducers.request_join import RequestParser
+from pipeline.reducers.request_join import RequestParser, extract
 from pipeline.reducers.request_record import Request
 from pipeline.reducers.stitch import stitch
 from pipeline.report.request_rows import (
@@ -217,10 +217,7 @@ def _extract(args: argparse.Namespace) -> int:
         return 2 if bad else 0
     [sources] = streams.values()
     parser = RequestParser(schema)
-    reqs: list[Request] = []
-    for e in merge_streams(sources, schema):
-        reqs += parser.feed(e)
-    reqs += parser.close()
+    reqs = list(extract(merge_streams(sources, schema), schema, parser))
     reqs.sort(key=lambda r: r.start_ns)
     rows, model = _rows(reqs, schema, args)
     st = parser.stats

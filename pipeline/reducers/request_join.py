@@ -31,20 +31,39 @@ lines whose requests are delivered (DESIGN.md, delivery promise).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from pipeline.records.event_schema import Bind, EventSchema, EventType
 from pipeline.records.events import Event
+from pipeline.reducers import interval_join
 from pipeline.reducers.line_holds import LineHolds
 from pipeline.reducers.request_record import SCALARS as _SCALARS
 from pipeline.reducers.request_record import CpuSlice, Key, Request, hashable, join_attributes
 
 __all__ = [
+    "BATCH",
+    "BATCH_MIN",
     "ParserStats",
     "RequestParser",
     "extract",
 ]
+
+
+BATCH_MIN = 512
+"""Batches shorter than this are fed event by event (the arrays would cost more)."""
+BATCH = 4096
+"""Events :func:`extract` feeds at a time."""
+_BIND_CODE = {
+    Bind.START: interval_join.START,
+    Bind.BASIC: interval_join.BASIC,
+    Bind.STOP: interval_join.STOP,
+}
+_EXACT = 2**50
+"""Resource amounts summed in any order give the same float while they are integers this
+small (the batch join adds them in another order than event by event)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -124,6 +143,33 @@ class RequestParser:
             ev: tuple((name, a.domain, a.bind) for name, a in t.attrs.items())
             for ev, t in schema.events.items()
         }
+        self._init_slots()
+
+    def _init_slots(self) -> None:
+        """What :meth:`_feed_batch` looks up per event type: its join attributes as (name,
+        domain number, slot, False) and its resource attributes as (name, 0, 0, True), a slot
+        being one (type, attribute) with its binding and position."""
+        self._domains = tuple(dict.fromkeys(d for j in self._joins.values() for _n, d, _b in j))
+        number = {d: i for i, d in enumerate(self._domains)}
+        binds: list[int] = []
+        positions: list[int] = []
+        self._slots: dict[str, tuple[tuple[str, int, int, bool], ...]] = {}
+        self._kernel_types = frozenset(
+            ev for ev, t in self.schema.events.items() if t.kernel == "cpu_accounting"
+        )
+        for ev, joins in self._joins.items():
+            if ev in self._kernel_types:
+                continue
+            row: list[tuple[str, int, int, bool]] = []
+            for p, (name, domain, bind) in enumerate(joins):
+                row.append((name, number[domain], len(binds), False))
+                binds.append(_BIND_CODE[bind])
+                positions.append(p)
+            row += [(name, 0, 0, True) for name, _r in self.schema.events[ev].resource_keys]
+            self._slots[ev] = tuple(row)
+        self._slot_count = max(len(binds), 1)
+        self._slot_bind = np.asarray(binds or [0], dtype=np.int64)
+        self._slot_pos = np.asarray(positions or [0], dtype=np.int64)
 
     # -- CPU accounting ------------------------------------------------------------------
 
@@ -217,6 +263,277 @@ class RequestParser:
         self._add(root, etype, e)
         return out + self._rebind(root, starts, stops)
 
+    def feed_many(self, events: Sequence[Event]) -> list[Request]:
+        """Process ``events`` (in timestamp order) as :meth:`feed` does one at a time: the
+        requests they completed, in the same order, and the parser in the same state after.
+
+        The events are cut where the parser sweeps for idle sub-graphs (it sweeps there as
+        :meth:`feed` would); each stretch of at least :data:`BATCH_MIN` events is joined as
+        array operations over its intervals (:mod:`pipeline.reducers.interval_join`). Events
+        are fed one by one when the parser has seen kernel events (CPU accounting follows the
+        bindings event by event), when their timestamps go back, when a resource amount is not
+        an integer below 2**50 (float sums would depend on the order), or when
+        :func:`~pipeline.reducers.interval_join.plan` refuses a stretch.
+        """
+        n = len(events)
+        if n < BATCH_MIN or self._kernel_seen:
+            return self._feed_each(events)
+        ts = np.fromiter((e.ts_ns for e in events), dtype=np.int64, count=n)
+        if np.any(ts[1:] < ts[:-1]):
+            return self._feed_each(events)
+        cuts = interval_join.sweeps(ts, max(self._timeout_ns // 4, 1), self._next_sweep)
+        swept = set(cuts)
+        out: list[Request] = []
+        for lo, hi in itertools.pairwise(sorted({0, *cuts, n})):
+            if lo in swept:  # as feed() does before the event
+                out += self._sweep(int(ts[lo]))
+            stretch = events[lo:hi]
+            done = self._feed_batch(stretch) if hi - lo >= BATCH_MIN else None
+            out += self._feed_each(stretch) if done is None else done
+        return out
+
+    def _feed_each(self, events: Sequence[Event]) -> list[Request]:
+        out: list[Request] = []
+        for e in events:
+            out += self.feed(e)
+        return out
+
+    def _feed_batch(self, events: Sequence[Event]) -> list[Request] | None:
+        """:meth:`feed_many` over arrays, for events none of which is swept before (None:
+        not possible, nothing changed)."""
+        slots, kernel = self._slots, self._kernel_types
+        names = self._domains
+        interned: list[dict[Hashable, int]] = [{} for _ in names]
+        key_list: list[Key] = []
+        o_key: list[int] = []
+        o_row: list[int] = []
+        width = self._slot_count
+        types = self.schema.events
+        kinds = [types.get(e.ev) for e in events]
+        for i, e in enumerate(events):
+            row_slots = slots.get(e.ev)
+            if row_slots is None:
+                if e.ev in kernel:
+                    return None
+                continue
+            attrs = e.attrs
+            for name, d, slot, checked in row_slots:
+                if name in attrs:
+                    v = attrs[name]
+                    if checked:
+                        if not _exact(v):
+                            return None
+                        continue
+                    if type(v) not in _SCALARS:
+                        v = hashable(v)
+                    seen = interned[d]
+                    kid = seen.get(v)
+                    if kid is None:
+                        kid = seen[v] = len(key_list)
+                        key_list.append((names[d], v))
+                    o_key.append(kid)
+                    o_row.append(i * width + slot)
+        graphs = list(self._open)
+        if not all(_exact(v) for g in graphs for v in g.resources.values()):
+            return None
+        at = {id(g): j for j, g in enumerate(graphs)}
+        owner = np.full(len(key_list), -1, dtype=np.int64)
+        live = self._live
+        for kid, key in enumerate(key_list):
+            g = live.get(key)
+            if g is not None:
+                owner[kid] = at[id(g)]
+        keys = set(key_list)
+        rows = np.asarray(o_row, dtype=np.int64)
+        at_slot = rows % width
+        plan = interval_join.plan(
+            np.fromiter((k is not None for k in kinds), dtype=bool, count=len(events)),
+            interval_join.Occurrences(
+                rows // width,
+                np.asarray(o_key, dtype=np.int64),
+                self._slot_bind[at_slot],
+                self._slot_pos[at_slot],
+            ),
+            interval_join.Carried(
+                owner,
+                np.asarray([any(k not in keys for k in g.open) for g in graphs], dtype=bool),
+            ),
+        )
+        if plan is None:
+            return None
+        return self._apply(plan, events, kinds, key_list, keys, graphs)
+
+    def _apply(
+        self,
+        plan: interval_join.Plan,
+        events: Sequence[Event],
+        kinds: list[EventType | None],
+        key_list: list[Key],
+        keys: set[Key],
+        graphs: list[_Graph],
+    ) -> list[Request]:
+        """Emit and carry over the components of ``plan`` (see :meth:`_feed_batch`)."""
+        n = len(events)
+        joined = [i for i, k in enumerate(kinds) if k is not None]
+        self.stats.events += n
+        self.stats.unknown += n - len(joined)
+        base = next(self._order)
+        self._order = itertools.count(base + n)
+        label = plan.label
+        nodes = np.concatenate((np.asarray(joined, dtype=np.int64), n + np.arange(len(graphs))))
+        lab = label[nodes]
+        by = np.argsort(lab, kind="stable")
+        nodes, lab = nodes[by], lab[by]
+        cut = np.flatnonzero(np.concatenate(([True], lab[1:] != lab[:-1])))[: len(lab)]
+        comps = int(label.max()) + 1 if len(label) else 0
+        begin = np.zeros(comps, dtype=np.int64)
+        end = np.zeros(comps, dtype=np.int64)
+        begin[lab[cut]] = cut
+        end[lab[cut]] = np.append(cut[1:], len(lab))
+        order = nodes.tolist()
+        begins, ends = begin.tolist(), end.tolist()
+        out: list[Request] = []
+        for c in plan.emitted.tolist():
+            ids = order[begins[c] : ends[c]]
+            if ids[-1] < n:
+                out += self._emit_new(ids, events, kinds)
+            else:
+                new = [i for i in ids if i < n]
+                out += self._emit([graphs[i - n] for i in ids if i >= n], new, events, kinds, base)
+        roots: dict[int, _Graph] = {}
+        for c in plan.open_components.tolist():
+            ids = order[begins[c] : ends[c]]
+            new = [i for i in ids if i < n]
+            carried = [graphs[i - n] for i in ids if i >= n]
+            roots[c] = self._carry(carried, new, events, kinds, base, keys)
+        live = self._live
+        for kid, a in enumerate(plan.key_anchor.tolist()):
+            key = key_list[kid]
+            if a < 0:
+                live.pop(key, None)
+            else:
+                root = roots[int(label[a])]
+                live[key] = root
+                root.open.add(key)
+        return out
+
+    def _emit_new(
+        self, ids: list[int], events: Sequence[Event], kinds: list[EventType | None]
+    ) -> list[Request]:
+        """The request (or garbage) of a component of the batch's events ``ids`` alone
+        (ascending: in time order), finished in the batch."""
+        evs = tuple(events[i] for i in ids)
+        seeds = 0
+        seed: Event | None = None
+        resources = dict.fromkeys(self._resources, 0.0)
+        for i in ids:
+            etype = kinds[i]
+            assert etype is not None
+            if etype.seed:
+                seeds += 1
+                if seed is None:
+                    seed = events[i]
+            for attr_name, resource in etype.resource_keys:
+                v = events[i].attrs.get(attr_name)
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    resources[resource] += v
+        if seed is None:
+            self.stats.garbage_graphs += 1
+            self.stats.garbage_events += len(evs)
+            if self._on_garbage is not None:
+                self._on_garbage(list(evs))
+            return []
+        self.stats.requests += 1
+        attributes = join_attributes(evs, self.schema)
+        return [
+            Request(
+                evs, evs[0].ts_ns, evs[-1].ts_ns, attributes, resources, (), True, seeds, seed, ()
+            )
+        ]
+
+    def _emit(
+        self,
+        carried: list[_Graph],
+        ids: list[int],
+        events: Sequence[Event],
+        kinds: list[EventType | None],
+        base: int,
+    ) -> list[Request]:
+        """The request (or garbage) of a component finished in a batch: the sub-graphs
+        ``carried`` into it and the batch's events ``ids`` (ascending)."""
+        g = _Graph()
+        for old in carried:
+            self._open.discard(old)
+            if self._holds is not None:
+                for _t, _o, ev in old.events:
+                    self._holds.drop(ev.line_no)
+                for line_no in old.kernel_lines:
+                    self._holds.drop(line_no)
+            g.absorb(old)
+        g.open.clear()
+        self._add_batch(g, ids, events, kinds, base)
+        return self._finish(g, complete=True, held=False)
+
+    def _carry(
+        self,
+        carried: list[_Graph],
+        ids: list[int],
+        events: Sequence[Event],
+        kinds: list[EventType | None],
+        base: int,
+        keys: set[Key],
+    ) -> _Graph:
+        """The sub-graph of a component still open after a batch: the sub-graphs ``carried``
+        into it (the largest absorbing the others) and the batch's events ``ids``; its open
+        intervals of keys the batch did not bind are kept (those it did are set by the
+        caller)."""
+        if carried:
+            root = max(carried, key=lambda g: len(g.events))
+            for g in carried:
+                if g is root:
+                    continue
+                if self._holds is not None:
+                    for line_no in g.kernel_lines & root.kernel_lines:
+                        self._holds.drop(line_no)
+                root.absorb(g)
+                for key in g.open:
+                    if key not in keys:
+                        self._live[key] = root
+                self._open.discard(g)
+            root.open = {key for key in root.open if key not in keys}
+        else:
+            root = _Graph()
+        self._add_batch(root, ids, events, kinds, base)
+        if self._holds is not None:
+            for i in ids:
+                self._holds.take(events[i].line_no)
+        self._open.add(root)
+        return root
+
+    def _add_batch(
+        self,
+        g: _Graph,
+        ids: list[int],
+        events: Sequence[Event],
+        kinds: list[EventType | None],
+        base: int,
+    ) -> None:
+        """Events ``ids`` of a batch joined to ``g`` (as :meth:`_add`, without holds)."""
+        resources = g.resources
+        for i in ids:
+            e = events[i]
+            etype = kinds[i]
+            assert etype is not None
+            g.events.append((e.ts_ns, base + i, e))
+            if e.ts_ns > g.last_ns:
+                g.last_ns = e.ts_ns
+            if etype.seed:
+                g.seeds += 1
+            for attr_name, resource in etype.resource_keys:
+                v = e.attrs.get(attr_name)
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    resources[resource] = resources.get(resource, 0.0) + v
+
     def _rebind(self, root: _Graph, starts: list[Key], stops: list[Key]) -> list[Request]:
         """Open ``starts`` in ``root`` (closing each in its old owner) and close ``stops``; the
         requests that completed."""
@@ -290,12 +607,14 @@ class RequestParser:
             self._open.discard(g)
         return root
 
-    def _finish(self, g: _Graph, complete: bool) -> list[Request]:
+    def _finish(self, g: _Graph, complete: bool, held: bool = True) -> list[Request]:
+        """Emit ``g`` (a request when seeded, garbage otherwise); ``held``: its lines are
+        held by the parser (not those of a batch's events, :meth:`_emit`)."""
         self._open.discard(g)
         for key in g.open:
             if self._live.get(key) is g:
                 del self._live[key]
-        if self._holds is not None:
+        if self._holds is not None and held:
             for _t, _o, ev in g.events:
                 self._holds.drop(ev.line_no)
             for line_no in g.kernel_lines:
@@ -332,7 +651,7 @@ class RequestParser:
         self._next_sweep = now_ns + max(self._timeout_ns // 4, 1)
         cutoff = now_ns - self._timeout_ns
         out: list[Request] = []
-        for g in [g for g in self._open if g.last_ns < cutoff]:
+        for g in sorted((g for g in self._open if g.last_ns < cutoff), key=_first):
             out += self._finish(g, complete=False)
         for tid, (since, line_no) in list(self._inferred.items()):
             if since < cutoff:  # neither seen since nor switched out: no longer known to run
@@ -344,7 +663,7 @@ class RequestParser:
     def close(self) -> list[Request]:
         """End of input: every open sub-graph is flushed (seeded ones as incomplete requests)."""
         out: list[Request] = []
-        for g in sorted(self._open, key=lambda g: min(t for t, _o, _e in g.events)):
+        for g in sorted(self._open, key=_first):
             out += self._finish(g, complete=False)
         if self._holds is not None:
             for _tid, _since, line_no in self._running.values():
@@ -362,15 +681,36 @@ class RequestParser:
         return self._sweep(now_ns)
 
 
+def _exact(v: object) -> bool:
+    """Whether ``v``, as a resource amount, sums the same in any order (see :data:`_EXACT`):
+    an integer (or a float that is one) below 2**50, or no amount at all."""
+    if type(v) is int:
+        return -_EXACT < v < _EXACT
+    if type(v) is float:
+        return v.is_integer() and -_EXACT < v < _EXACT
+    return True
+
+
+def _first(g: _Graph) -> tuple[int, int]:
+    """When ``g`` began: its first event's (timestamp, arrival); sub-graphs flushed at once
+    come out in this order."""
+    return min((t, o) for t, o, _e in g.events)
+
+
 def _by_time(item: tuple[int, int, Event]) -> tuple[int, int]:
     return item[0], item[1]
 
 
-def extract(events: Iterable[Event], schema: EventSchema) -> Iterator[Request]:
-    """Every request of a time-ordered event stream (offline), in completion order."""
-    parser = RequestParser(schema)
-    for e in events:
-        yield from parser.feed(e)
+def extract(
+    events: Iterable[Event], schema: EventSchema, parser: RequestParser | None = None
+) -> Iterator[Request]:
+    """Every request of a time-ordered event stream (offline), in completion order: the events
+    fed :data:`BATCH` at a time (:meth:`RequestParser.feed_many`) to ``parser`` (default: a new
+    one), then closed."""
+    parser = RequestParser(schema) if parser is None else parser
+    it = iter(events)
+    while batch := list(itertools.islice(it, BATCH)):
+        yield from parser.feed_many(batch)
     yield from parser.close()
 
 

@@ -60,23 +60,25 @@ def _dist(d: float) -> float:
     return round(d, 6)
 
 
-def outcome(n: int = COPIES) -> dict[str, Any]:
+def outcome(n: int = COPIES, batched: bool = False) -> dict[str, Any]:
     """Extract, canonicalise and cluster (online with ``cluster_stream``, then each request
     against the final model) the log repeated ``n`` times; counts, per-cluster figures and
-    digests of every request's lines, resources, canonical form, assignments and outlier flag."""
+    digests of every request's lines, resources, canonical form, assignments and outlier flag.
+    ``batched``: the events joined a batch at a time (``extract``), not one by one."""
     from pipeline.formats.events.decode import parse_events
     from pipeline.records.event_schema import event_schema
     from pipeline.reducers.canonical import canonical
     from pipeline.reducers.event_order import merge_streams
     from pipeline.reducers.request_cluster import cluster_stream
-    from pipeline.reducers.request_join import RequestParser
+    from pipeline.reducers.request_join import RequestParser, extract
 
     schema = event_schema(yaml.safe_load(SCHEMA_PATH.read_text()), str(SCHEMA_PATH))
-    parser = RequestParser(schema)
-    reqs = []
-    for e in merge_streams([parse_events(copies(LOG, n), str(LOG))], schema):
-        reqs += parser.feed(e)
-    reqs += parser.close()
+    events = merge_streams([parse_events(copies(LOG, n), str(LOG))], schema)
+    if batched:
+        reqs = list(extract(events, schema))
+    else:
+        parser = RequestParser(schema)
+        reqs = [r for e in events for r in parser.feed(e)] + parser.close()
     forms = [canonical(r, schema) for r in reqs]
     model, clusters, distances = cluster_stream(iter(forms))
     online = list(zip(clusters, distances, strict=True))

@@ -49,8 +49,9 @@ def reference_distance(a: Sequence[Item], b: Sequence[Item], c0: float = 1.0) ->
     return prev[-1]
 
 
-def test_the_test_servers_log_gives_what_it_gave_before() -> None:
-    assert outcome() == json.loads(GOLDEN.read_text())
+@pytest.mark.parametrize("batched", [False, True], ids=["event by event", "in batches"])
+def test_the_test_servers_log_gives_what_it_gave_before(batched: bool) -> None:
+    assert outcome(batched=batched) == json.loads(GOLDEN.read_text())
 
 
 TOKENS = st.lists(

@@ -176,10 +176,10 @@ class EventsChain(ChunkChain):
     def _join(self, events: Sequence[Event]) -> list[Request]:
         """Put ``events`` in order and join what leaves the reorder queue: the requests
         finished."""
-        parser, drop = self._parser, self._holds.drop
-        requests: list[Request] = []
-        for ev in self._queue.push_many(events):
-            requests += parser.feed(ev)
+        due = self._queue.push_many(events)
+        requests = self._parser.feed_many(due)
+        drop = self._holds.drop
+        for ev in due:
             drop(ev.line_no)
         return requests
 
@@ -207,8 +207,9 @@ class EventsChain(ChunkChain):
         window_s = self.schema.parser.reorder_window_ms / 1000
         requests: list[Request] = []
         if len(self._queue) and (final or quiet_s >= window_s):
-            for ev in self._queue.drain():
-                requests += self._parser.feed(ev)
+            due = self._queue.drain()
+            requests += self._parser.feed_many(due)
+            for ev in due:
                 self._holds.drop(ev.line_no)
         if not len(self._queue):
             if self._still_s(now_s, mono_s) >= self.schema.parser.timeout_s:

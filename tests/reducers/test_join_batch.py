@@ -1,0 +1,205 @@
+"""The temporal join over a batch (:meth:`RequestParser.feed_many`, the intervals as arrays)
+gives exactly what feeding the same events one by one does: the same requests in the same
+order, the same counters and garbage, the same lines held and released, wherever the batches
+end, whatever stays open between them and whenever the timeout flushes (seed 002, section 3)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.records.event_schema import EventSchema, event_schema
+from pipeline.records.events import Event
+from pipeline.reducers import request_join
+from pipeline.reducers.line_holds import LineHolds
+from pipeline.reducers.request_join import RequestParser
+from pipeline.reducers.request_record import Request
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "schemas" / "http_server.yaml"
+TIMEOUT_NS = 1_000
+
+
+def _schema() -> EventSchema:
+    """The test server's schema (every binding, fork/join and RPC hand-offs) with a short
+    timeout, plus a type that binds one key twice and one with a float resource."""
+    data = yaml.safe_load(SCHEMA_PATH.read_text())
+    del data["events"]["CSwitch"]
+    data["events"]["Rebind"] = {
+        "attrs": {
+            "conn": {"domain": "Conn", "bind": "BIND_START"},
+            "peer": {"domain": "Conn", "bind": "BIND_BASIC"},
+        }
+    }
+    data["events"]["Wait"] = {
+        "resources": ["wait_ns"],
+        "attrs": {"tid": {"domain": "Thread", "bind": "BIND_BASIC"}},
+    }
+    data["parser"] = {"reorder_window_ms": 0, "timeout_s": TIMEOUT_NS / 1e9}
+    return event_schema(data, str(SCHEMA_PATH))
+
+
+SCHEMA = _schema()
+TYPES = [*sorted(set(SCHEMA.events) - {"Rebind"}), "Unknown"]
+
+
+VALUES = st.sampled_from([1, 2]) | st.sampled_from([3, "1", [1], True])
+"""Few values per domain: intervals are reused, restarted and stopped twice; now and then one
+that is a string, a list (joined by its repr) or True (the same key as 1)."""
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> list[Event]:
+    """Events of the schema's types carrying most of their join attributes (now and then one
+    more, or an unknown type), with steps in time that now and then pass the timeout; rarely
+    what the arrays refuse (a step back, an event binding one key twice, a float amount)."""
+    events: list[Event] = []
+    ts = 0
+    rare = st.integers(0, 40).map(lambda n: n == 0)
+    for line_no in range(1, draw(st.integers(0, 80)) + 1):
+        ts += draw(st.sampled_from([0, 1, 10, 100, 400, 1500]))
+        if draw(rare):
+            ts -= 5
+        ev = "Rebind" if draw(rare) else draw(st.sampled_from(TYPES))
+        own = SCHEMA.events[ev].attrs if ev in SCHEMA.events else {}
+        attrs: dict[str, Any] = {}
+        for name in ("conn", "tid", "task", "rpc", "peer"):
+            if (name in own and draw(st.integers(0, 5))) or draw(rare):
+                attrs[name] = draw(VALUES)
+        if ev == "Wait":
+            attrs["wait_ns"] = draw(st.sampled_from([2.5, 2**60, True]) if draw(rare) else VALUES)
+        if draw(st.integers(0, 3)) == 0:
+            attrs["cpu_ns"] = draw(st.integers(0, 50))
+        events.append(Event(ts, ev, attrs, line_no))
+    return events
+
+
+class Run:
+    """A parser with line holds, fed batch by batch like the events chain does (the queue's
+    hold on each line dropped after the batch); what it gives per batch."""
+
+    def __init__(self) -> None:
+        self.garbage: list[list[Event]] = []
+        self.holds = LineHolds()
+        self.parser = RequestParser(SCHEMA, on_garbage=self.garbage.append, holds=self.holds)
+
+    def batch(self, events: list[Event], one_by_one: bool) -> tuple[Any, ...]:
+        for e in events:
+            self.holds.take(e.line_no)
+        if one_by_one:
+            found = [r for e in events for r in self.parser.feed(e)]
+        else:
+            found = self.parser.feed_many(events)
+        for e in events:
+            self.holds.drop(e.line_no)
+        held = {e.line_no: self.holds.held(e.line_no) for e in events}
+        return found, sorted(self.holds.pop_released()), held
+
+    def close(self) -> tuple[list[Request], Any, list[list[Event]]]:
+        return self.parser.close(), self.parser.stats, self.garbage
+
+
+def run(events: list[Event], cuts: list[int], one_by_one: bool) -> list[Any]:
+    r = Run()
+    bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
+    out: list[Any] = [r.batch(events[a:b], one_by_one) for a, b in itertools.pairwise(bounds)]
+    return [*out, r.close(), len(r.holds)]
+
+
+@pytest.fixture(autouse=True)
+def every_batch_in_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of any length go through the arrays (not only long ones)."""
+    monkeypatch.setattr(request_join, "BATCH_MIN", 1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(events=logs(), cuts=st.lists(st.integers(0, 80), max_size=10))
+def test_a_batch_joins_as_event_by_event(events: list[Event], cuts: list[int]) -> None:
+    assert run(events, cuts, one_by_one=False) == run(events, cuts, one_by_one=True)
+
+
+def test_the_arrays_do_join_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The equivalence above is not the fallback's: a plain log is joined in arrays, and
+    its requests come out whole (each batch cut inside requests)."""
+    fed: list[int] = []
+    monkeypatch.setattr(RequestParser, "feed", lambda self, e: fed.append(e.line_no) or [])
+    conn = {"conn": "c", "tid": 7}
+    log = [
+        Event(t * 10, ev, {**conn, "cpu_ns": 5} if ev == "Spin" else conn, t + 1)
+        for t, ev in enumerate(["Accept", "Dequeue", "ReqStart", "Spin", "Spin", "ReqEnd"] * 3)
+    ]
+    r = Run()
+    got = [r.batch(log[a:b], one_by_one=False)[0] for a, b in [(0, 4), (4, 11), (11, 18)]]
+    assert fed == []
+    assert [[req.events[0].line_no for req in g] for g in got] == [[], [1], [7, 13]]
+    assert [req.resources["cpu_ns"] for g in got for req in g] == [10.0, 10.0, 10.0]
+    assert r.holds.held(4) == 0 and len(r.holds) == 0
+
+
+def _arrays_and_reference(
+    monkeypatch: pytest.MonkeyPatch, batches: list[list[Event]]
+) -> list[list[list[int]]]:
+    """The requests (as their events' line numbers) per batch and at the close, joined in
+    arrays only (feed() disabled) and checked against event by event."""
+    reference = Run()
+    want = [reference.batch(b, one_by_one=True)[0] for b in batches] + [reference.close()[0]]
+    with monkeypatch.context() as m:
+        m.setattr(RequestParser, "feed", lambda self, e: pytest.fail(f"fed {e} one by one"))
+        arrays = Run()
+        got = [arrays.batch(b, one_by_one=False)[0] for b in batches] + [arrays.close()[0]]
+    assert got == want
+    return [[[e.line_no for e in req.events] for req in found] for found in got]
+
+
+def _log(*spec: tuple[str, dict[str, Any]]) -> list[Event]:
+    return [Event(10 * i, ev, attrs, i + 1) for i, (ev, attrs) in enumerate(spec)]
+
+
+def test_a_start_does_not_join_the_interval_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second Accept on a connection ends the first one's interval without joining it:
+    two requests, the first emitted at the second Accept."""
+    log = _log(
+        ("Accept", {"conn": "c"}),
+        ("ReqStart", {"conn": "c"}),
+        ("Accept", {"conn": "c"}),
+        ("ReqStart", {"conn": "c"}),
+    )
+    assert _arrays_and_reference(monkeypatch, [log]) == [[[1, 2]], [[3, 4]]]
+
+
+def test_two_starts_emit_in_the_order_of_their_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readable opens conn then tid: the request whose conn it takes over is emitted before
+    the one whose thread it takes over, though that one began earlier."""
+    log = _log(
+        ("Dequeue", {"tid": 7}),
+        ("ReqStart", {"tid": 7}),
+        ("Accept", {"conn": "c"}),
+        ("ReqStart", {"conn": "c"}),
+        ("Readable", {"conn": "c", "tid": 7}),
+    )
+    assert _arrays_and_reference(monkeypatch, [log]) == [[[3, 4], [1, 2]], []]
+
+
+def test_a_carried_request_forgets_what_another_took_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request carried over two batches loses its thread to another in the second; it
+    completes in the third when its connection stops (not kept open by the thread)."""
+    first = _log(
+        ("Accept", {"conn": "c"}),
+        ("Dequeue", {"conn": "c", "tid": 7}),
+        ("ReqStart", {"conn": "c", "tid": 7}),
+    )
+    second = [Event(100, "Readable", {"conn": "d", "tid": 7}, 4)]
+    third = [Event(110, "ReqEnd", {"conn": "c"}, 5)]
+    fourth = [Event(120, "ReqStart", {"tid": 7}, 6)]
+    assert _arrays_and_reference(monkeypatch, [first, second, third, fourth]) == [
+        [],
+        [],
+        [[1, 2, 3, 5]],
+        [],
+        [[4, 6]],
+    ]
