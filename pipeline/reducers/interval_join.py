@@ -29,8 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse import coo_array
-from scipy.sparse.csgraph import connected_components
 
 START, BASIC, STOP = 0, 1, 2
 """Binding codes of :class:`Occurrences` (``BIND_START``, ``BIND_BASIC``, ``BIND_STOP``)."""
@@ -152,12 +150,7 @@ def plan(joined: npt.NDArray[np.bool_], occ: Occurrences, carried: Carried) -> P
     end_pos = np.where(closed & ~by_stop, pos[end_at], -1)
     graphs = len(carried.elsewhere)
     nodes = n + graphs
-    src, dst = ev[member], anchor[member]
-    adjacency = coo_array(
-        (np.ones(len(src), dtype=np.int8), (src, dst)), shape=(nodes, nodes)
-    ).tocsr()
-    _count, labels = connected_components(adjacency, directed=False)
-    label = labels.astype(np.int64)
+    label = components(nodes, ev[member], anchor[member])
     # emission: the latest end of a component's intervals (its own event when it has none)
     comps = int(label.max()) + 1 if nodes else 0
     emit = np.full(comps, -1, dtype=np.int64)
@@ -190,6 +183,32 @@ def plan(joined: npt.NDArray[np.bool_], occ: Occurrences, carried: Carried) -> P
         anchors = np.where(open_in, ev[np.maximum(ls, 0)], n + owner[g0])
         key_anchor[key[g0]] = np.where(open_in | open_carried, anchors, -1)
     return Plan(label, done[order], np.flatnonzero(real & (emit == OPEN)), key_anchor)
+
+
+def components(nodes: int, src: Ints, dst: Ints) -> Ints:
+    """The connected components of an undirected graph: per node (0 .. nodes - 1), the least
+    node of its component.
+
+    Each round hooks the root of every edge's greater end under the root of its lesser end
+    (the least offered), then points every node at its root; every root with an edge to
+    another is merged in a round, so the roots of a component at least halve each round:
+    O(log nodes) rounds of O(nodes + edges) (Shiloach and Vishkin's hooking and shortcutting).
+    ``scipy.sparse.csgraph.connected_components`` finds the same components (numbered by
+    their least node); it is not used for what importing it costs (34 MiB resident).
+    """
+    label = np.arange(nodes, dtype=np.int64)
+    while True:
+        a, b = label[src], label[dst]
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        apart = lo != hi
+        if not apart.any():
+            return label
+        np.minimum.at(label, hi[apart], lo[apart])
+        while True:
+            up = label[label]
+            if np.array_equal(up, label):
+                break
+            label = up
 
 
 def _next(values: Ints) -> Ints:

@@ -9,6 +9,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from pipeline.records.event_schema import EventSchema, event_schema
 from pipeline.records.events import Event
-from pipeline.reducers import request_join
+from pipeline.reducers import interval_join, request_join
 from pipeline.reducers.line_holds import LineHolds
 from pipeline.reducers.request_join import RequestParser
 from pipeline.reducers.request_record import Request
@@ -203,3 +204,35 @@ def test_a_carried_request_forgets_what_another_took_over(monkeypatch: pytest.Mo
         [],
         [[4, 6]],
     ]
+
+
+@given(
+    nodes=st.integers(0, 60),
+    edges=st.lists(st.tuples(st.integers(0, 59), st.integers(0, 59)), max_size=80),
+)
+def test_components_are_those_a_search_finds(nodes: int, edges: list[tuple[int, int]]) -> None:
+    """Each node labelled with the least node it is connected to (a breadth-first search)."""
+    edges = [(a, b) for a, b in edges if a < nodes and b < nodes]
+    near: dict[int, set[int]] = {v: set() for v in range(nodes)}
+    for a, b in edges:
+        near[a].add(b)
+        near[b].add(a)
+    want = [-1] * nodes
+    for v in range(nodes):
+        if want[v] < 0:
+            want[v], todo = v, [v]
+            while todo:
+                for w in near[todo.pop()]:
+                    if want[w] < 0:
+                        want[w] = v
+                        todo.append(w)
+    src, dst = (np.asarray([e[i] for e in edges], dtype=np.int64) for i in (0, 1))
+    assert interval_join.components(nodes, src, dst).tolist() == want
+
+
+def test_a_long_chain_is_one_component() -> None:
+    """Edges of a path given in the worst order for hooking still make one component."""
+    n = 10_000
+    order = np.arange(n - 1)[::-1]
+    label = interval_join.components(n, order, order + 1)
+    assert label.tolist() == [0] * n
