@@ -99,10 +99,17 @@ class Run:
         for e in events:
             self.holds.drop(e.line_no)
         held = {e.line_no: self.holds.held(e.line_no) for e in events}
-        return found, sorted(self.holds.pop_released()), held
+        return found, _exactly(found), sorted(self.holds.pop_released()), held
 
-    def close(self) -> tuple[list[Request], Any, list[list[Event]]]:
-        return self.parser.close(), self.parser.stats, self.garbage
+    def close(self) -> tuple[list[Request], Any, Any, list[list[Event]]]:
+        found = self.parser.close()
+        return found, _exactly(found), self.parser.stats, self.garbage
+
+
+def _exactly(requests: list[Request]) -> list[str]:
+    """What equality of requests leaves out: the order of their attributes and resources,
+    and the type of each value (1 == True == 1.0)."""
+    return [repr((list(r.attributes.items()), list(r.resources.items()))) for r in requests]
 
 
 def run(events: list[Event], cuts: list[int], one_by_one: bool) -> list[Any]:
@@ -148,13 +155,15 @@ def _arrays_and_reference(
     """The requests (as their events' line numbers) per batch and at the close, joined in
     arrays only (feed() disabled) and checked against event by event."""
     reference = Run()
-    want = [reference.batch(b, one_by_one=True)[0] for b in batches] + [reference.close()[0]]
+    want = [reference.batch(b, one_by_one=True)[:2] for b in batches]
+    want.append(reference.close()[:2])
     with monkeypatch.context() as m:
         m.setattr(RequestParser, "feed", lambda self, e: pytest.fail(f"fed {e} one by one"))
         arrays = Run()
-        got = [arrays.batch(b, one_by_one=False)[0] for b in batches] + [arrays.close()[0]]
+        got = [arrays.batch(b, one_by_one=False)[:2] for b in batches]
+        got.append(arrays.close()[:2])
     assert got == want
-    return [[[e.line_no for e in req.events] for req in found] for found in got]
+    return [[[e.line_no for e in req.events] for req in found] for found, _exact in got]
 
 
 def _log(*spec: tuple[str, dict[str, Any]]) -> list[Event]:
@@ -236,3 +245,17 @@ def test_a_long_chain_is_one_component() -> None:
     order = np.arange(n - 1)[::-1]
     label = interval_join.components(n, order, order + 1)
     assert label.tolist() == [0] * n
+
+
+def test_an_attribute_keeps_each_value_as_first_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread bound as 1, then as True (the same key): the request's attributes name it as
+    1, the connection before the thread (Dequeue's order)."""
+    log = _log(
+        ("Dequeue", {"conn": "c", "tid": 1}),
+        ("ReqStart", {"conn": "c", "tid": True}),
+        ("ReqEnd", {"conn": "c", "tid": 1}),
+    )
+    arrays = Run()
+    [found] = arrays.batch(log, one_by_one=False)[0]
+    assert repr(list(found.attributes.items())) == "[('conn', ('c',)), ('tid', (1,))]"
+    assert _arrays_and_reference(monkeypatch, [log]) == [[[1, 2, 3]], []]
