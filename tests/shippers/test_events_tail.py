@@ -18,9 +18,10 @@ from pipeline.formats.events.encode import request_id
 from pipeline.formats.events.workload_model import WorkloadModel
 from pipeline.records.core import Document
 from pipeline.records.event_schema import EventSchema, load_event_schema
+from pipeline.reducers import request_join
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.event_order import merge_streams
-from pipeline.reducers.request_join import extract
+from pipeline.reducers.request_join import RequestParser
 from pipeline.reducers.request_record import Request
 from pipeline.settings import RequestsSettings
 from pipeline.shippers.chunk_tail import ChunkTail
@@ -53,8 +54,19 @@ def log() -> bytes:
 
 
 def offline(data: bytes, path: str, schema: EventSchema) -> dict[str, Request]:
+    """The log's requests joined offline, event by event (the reference)."""
     events = list(parse_events(data.splitlines(keepends=True), path))
-    return {request_id(HOST, r): r for r in extract(merge_streams([events], schema), schema)}
+    parser = RequestParser(schema)
+    found = [r for e in merge_streams([events], schema) for r in parser.feed(e)]
+    return {request_id(HOST, r): r for r in found + parser.close()}
+
+
+@pytest.fixture(params=[10**9, 1], ids=["event by event", "in arrays"])
+def joined(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The tail joins each read event by event, or every piece of it as arrays
+    (``RequestParser.feed_many``), however short."""
+    monkeypatch.setattr(request_join, "BATCH_MIN", request.param)
+    return str(request.param)
 
 
 @dataclass
@@ -132,7 +144,7 @@ def chunk_of(ends: list[int], line_no: int) -> int:
 
 
 def test_tailed_requests_equal_the_offline_ones_and_every_line_is_committed(
-    log: bytes, schema: EventSchema, tmp_path: Path
+    log: bytes, schema: EventSchema, tmp_path: Path, joined: str
 ) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(log)
@@ -188,7 +200,7 @@ def test_committed_offset_stops_at_the_oldest_open_request(
 
 @pytest.mark.parametrize("fraction", [0.13, 0.5, 0.77])
 def test_restart_from_the_committed_offset_loses_and_duplicates_nothing(
-    log: bytes, schema: EventSchema, tmp_path: Path, fraction: float
+    log: bytes, schema: EventSchema, tmp_path: Path, fraction: float, joined: str
 ) -> None:
     path = tmp_path / "events.jsonl"
     path.write_bytes(log)
