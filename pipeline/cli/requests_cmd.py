@@ -4,9 +4,11 @@
 EVENTS...`` reads JSON-lines event logs (and, with ``--kernel``, the ``perf script --ns``
 output of ``sched:sched_switch`` events), joins the events into requests with the schema's
 temporal joins and prints each request: the join attribute values it bound, its resources, its
-events and its canonical form. ``--cluster`` adds behavioural clustering: each request's
-cluster and outlier flag, then the workload model (clusters, their frequencies, diameters and
-separations, and the model error per resource).
+events and its canonical form, in order of start. ``--cluster`` adds behavioural clustering:
+each request's cluster (the one it was placed in as it completed, as an ``events`` drop places
+it) and outlier flag (against the final model), then the workload model (clusters, their
+frequencies, diameters and separations, and the model error per resource). The rows wait in a
+temporary file for their turn, so memory does not grow with the log.
 
 Files of several machines (each with its own clock) are named ``MACHINE=PATH``, in EVENTS and
 in ``--kernel``: files with the same label are one machine's, unlabelled files are machine
@@ -38,7 +40,9 @@ import dataclasses
 import json
 import re
 import sys
-from collections.abc import Iterator
+import tempfile
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -53,7 +57,12 @@ from pipeline.records.events import Event
 from pipeline.records.json import JsonObject
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.event_order import merge_streams
-from pipeline.reducers.request_cluster import Assignment, cluster_all, total_resources
+from pipeline.reducers.request_cluster import (
+    Assignment,
+    Clusterer,
+    cluster_all,
+    total_resources,
+)
 from pipeline.reducers.request_join import RequestParser, extract
 from pipeline.reducers.request_record import Request
 from pipeline.reducers.stitch import stitch
@@ -188,15 +197,18 @@ def _rows(
 
 def _write(
     args: argparse.Namespace,
-    rows: list[JsonObject],
+    rows: Iterable[JsonObject],
     model: JsonObject | None,
     extra: list[JsonObject],
     summary: str,
+    lines: Iterable[str] | None = None,
 ) -> None:
+    """The rows (``lines``: the same as JSON text, when already encoded), then ``extra`` and
+    the model as JSON lines (``--json``), or as text with ``summary``."""
     out = sys.stdout
     if args.json:
-        for row in rows:
-            out.write(json.dumps(row) + "\n")
+        for line in map(json.dumps, rows) if lines is None else lines:
+            out.write(line + "\n")
         for obj in extra:
             out.write(json.dumps(obj) + "\n")
         if model is not None:
@@ -217,17 +229,92 @@ def _extract(args: argparse.Namespace) -> int:
         return 2 if bad else 0
     [sources] = streams.values()
     parser = RequestParser(schema)
-    reqs = list(extract(merge_streams(sources, schema), schema, parser))
-    reqs.sort(key=lambda r: r.start_ns)
-    rows, model = _rows(reqs, schema, args)
-    st = parser.stats
-    summary = (
-        f"{st.requests} requests ({st.incomplete} incomplete) from {st.events} events; "
-        f"{st.garbage_graphs} unseeded groups ({st.garbage_events} events) dropped, "
-        f"{st.unknown} events of types the schema does not declare\n"
-    )
-    _write(args, rows, model, [], summary)
+    clusterer = Clusterer(args.threshold) if args.cluster else None
+    measured: dict[str, float] = {}
+    with _Spool(clusterer) as spool:
+        for r in extract(merge_streams(sources, schema), schema, parser):
+            c = canonical(r, schema)
+            assignment = None
+            if clusterer is not None:
+                assignment = clusterer.add(c)
+                for k, v in c.resources.items():
+                    measured[k] = measured.get(k, 0.0) + v
+            spool.add(r.start_ns, request_dict(r, c, 0, None, None), assignment)
+        model = None
+        if clusterer is not None and len(spool):
+            model = model_dict(clusterer, measured)
+        st = parser.stats
+        summary = (
+            f"{st.requests} requests ({st.incomplete} incomplete) from {st.events} events; "
+            f"{st.garbage_graphs} unseeded groups ({st.garbage_events} events) dropped, "
+            f"{st.unknown} events of types the schema does not declare\n"
+        )
+        if args.json:
+            _write(args, [], model, [], summary, spool.lines())
+        else:
+            _write(args, spool.rows(), model, [], summary)
     return 2 if bad else 0
+
+
+class _Spool:
+    """Request rows (:func:`request_dict`) as the join completes them, given back in order of
+    start (ties in completion order) and numbered so: kept as JSON text in a temporary file,
+    so that memory holds 24 bytes a request rather than its events.
+
+    Args:
+        clusterer: the model each request was placed in as it came (its cluster and distance
+            are added to its row, and its outlier flag against the final model); None: rows
+            without clustering.
+    """
+
+    def __init__(self, clusterer: Clusterer | None) -> None:
+        self._clusterer = clusterer
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by __exit__)
+        self._start = array("q")
+        self._end = array("q")
+        self._cluster = array("q")
+        self._distance = array("d")
+
+    def __enter__(self) -> _Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def __len__(self) -> int:
+        return len(self._start)
+
+    def add(self, start_ns: int, row: JsonObject, assignment: Assignment | None) -> None:
+        """One row (its ``request`` number is given by :meth:`lines`)."""
+        self._file.write(json.dumps({k: v for k, v in row.items() if k != "request"}).encode())
+        self._start.append(start_ns)
+        self._end.append(self._file.tell())
+        if assignment is not None:
+            self._cluster.append(assignment.cluster)
+            self._distance.append(assignment.distance)
+
+    def lines(self) -> Iterator[str]:
+        """Each row as JSON text, in order of start, numbered, with its clustering."""
+        for n, i in enumerate(sorted(range(len(self._start)), key=self._start.__getitem__)):
+            at = self._end[i - 1] if i else 0
+            self._file.seek(at)
+            text = self._file.read(self._end[i] - at).decode()
+            tail = "}"
+            if self._clusterer is not None:
+                cluster, distance = self._cluster[i], self._distance[i]
+                more = {
+                    "cluster": cluster,
+                    "distance": distance,
+                    "outlier": self._clusterer.is_outlier(cluster, distance),
+                }
+                tail = ", " + json.dumps(more)[1:]
+            yield f'{{"request": {n}, {text[1:-1]}{tail}'
+
+    def rows(self) -> Iterator[JsonObject]:
+        """Each row as values, as :meth:`lines` gives them."""
+        for line in self.lines():
+            row: JsonObject = json.loads(line)
+            yield row
 
 
 def _extract_stitched(

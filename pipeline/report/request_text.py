@@ -5,6 +5,7 @@ clocks and unattached fragments, and the models as indexed by the ``events`` dro
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TextIO
 
 from pipeline.records.json import JsonObject
@@ -13,7 +14,7 @@ from pipeline.report.request_rows import ClockOffsetRow, EndpointRow, endpoint_d
 from pipeline.report.workload import ClusterRow, IndexedModel
 
 
-def print_requests(out: TextIO, rows: list[JsonObject]) -> None:
+def print_requests(out: TextIO, rows: Iterable[JsonObject]) -> None:
     """One block per request row (:func:`~pipeline.report.request_rows.request_dict`, with the
     stitched and clustered fields when present)."""
     for row in rows:
