@@ -79,6 +79,26 @@ def test_extract_prints_each_request_and_the_model(
     )
 
 
+def test_requests_are_printed_by_start_and_clustered_as_they_complete(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """c1 starts first and ends last: it is request 0, but c2, done first, made cluster 0;
+    each row has the cluster it was placed in, so the rows add up to the model's sizes."""
+    events = tmp_path / "app.jsonl"
+    rows = lines("c1", 10, 0, 30) + lines("c2", 11, 10_000, 1) + lines("c3", 12, 100 * MS, 1)
+    events.write_text("\n".join(sorted(rows, key=lambda r: json.loads(r)["ts"])) + "\n")
+    argv = ["requests", "extract", "--schema", str(SCHEMA), "--cluster", "--json", str(events)]
+    assert main(argv) == 0
+    *reqs, model = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(r["request"], r["attributes"]["conn"], r["cluster"]) for r in reqs] == [
+        (0, ["c1"], 1),
+        (1, ["c2"], 0),
+        (2, ["c3"], 0),
+    ]
+    assert [r["outlier"] for r in reqs] == [True, False, False]
+    assert [(c["cluster"], c["size"]) for c in model["model"]["clusters"]] == [(0, 2), (1, 1)]
+
+
 def test_a_bad_schema_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     schema = tmp_path / "s.yaml"
     schema.write_text("events: {A: {attrs: {t: {domain: T, bind: SOMETIMES}}}}\n")
