@@ -21,7 +21,9 @@ its own connections, threads, tasks and RPCs, until there are ``--events`` of th
    chunks, parse, reorder, join with line holds, build and encode each request's document,
    place it in the workload model, and settle the chunks (lines, before) in an ``AckTracker``
    as if every document were acknowledged at once, committing (and popping the cursors) after
-   each chunk as the delivery does after a bulk response (no Elasticsearch).
+   each chunk as the delivery does after a bulk response (no Elasticsearch);
+4. **cli**: ``iolens requests extract --schema S --cluster --json LOG`` in the child (its
+   output to ``/dev/null``), CPU of the whole process, imports included.
 
 Every stage runs on this tree's ``pipeline`` and on that of the commit ``--before`` (default:
 the one before the event path was made faster), checked out with ``git worktree`` under
@@ -128,10 +130,17 @@ def multiply(events: list[dict[str, Any]], total: int, path: Path) -> tuple[int,
     return written, size
 
 
+STAGES = ("extract", "cluster", "tail", "cli")
+"""The stages measured (see the module docstring)."""
+
+
 def worker(stage: str, path: Path, root: Path, keep_forms: bool = False) -> int:
     """Child process: one stage over the log with the ``pipeline`` of ``root``; prints its
     counts and stage times as JSON."""
     sys.path.insert(0, str(root))
+    if stage == "cli":
+        print(json.dumps(cli_worker(path)))
+        return 0
     import yaml
 
     event_schema = _first("event_schema", "records.event_schema", "parsers.event_schema")
@@ -144,6 +153,20 @@ def worker(stage: str, path: Path, root: Path, keep_forms: bool = False) -> int:
         out = extract_worker(schema, path, cluster=stage == "cluster")
     print(json.dumps(out))
     return 0
+
+
+def cli_worker(path: Path) -> dict[str, Any]:
+    """``iolens requests extract --cluster --json`` on the log, its output thrown away; the
+    process's CPU time so far (interpreter start and imports included)."""
+    import contextlib
+    import os
+
+    from pipeline.cli.main import main as iolens
+
+    argv = ["requests", "extract", "--schema", str(SCHEMA), "--cluster", "--json", str(path)]
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        status = iolens(argv)
+    return {"status": status, "extract_cpu_s": time.process_time()}
 
 
 def extract_worker(schema: Any, path: Path, cluster: bool) -> dict[str, Any]:
@@ -362,7 +385,7 @@ def report(results: dict[str, Any], n: int, size: int) -> None:
         + (" before/after |" if len(tags) == 2 else "")
     )
     console.print("|---" * (1 + 3 * len(tags) + (len(tags) == 2)) + "|")
-    for stage in ("extract", "cluster", "tail"):
+    for stage in STAGES:
         cells = []
         for t in tags:
             r = results[t][stage]
@@ -501,12 +524,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=1_000_000, help="events in the log")
     p.add_argument("--before", default=BEFORE, help="commit to compare with ('none': skip)")
     p.add_argument("--record", action="store_true", help="record the test server again")
-    p.add_argument("--profile", choices=["extract", "cluster", "tail"], help="profile a stage")
+    p.add_argument("--profile", choices=STAGES, help="profile a stage")
     p.add_argument("--phases", action="store_true", help="time the shipping path's phases")
     p.add_argument("--rounds", type=int, default=3, help="runs of each stage (the median)")
-    p.add_argument(
-        "--worker", choices=["extract", "cluster", "tail", "phases"], help=argparse.SUPPRESS
-    )
+    p.add_argument("--worker", choices=[*STAGES, "phases"], help=argparse.SUPPRESS)
     p.add_argument("--log", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     p.add_argument("--keep-forms", action="store_true", help=argparse.SUPPRESS)
@@ -541,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for k in range(args.rounds):
-        for stage in ("extract", "cluster", "tail"):
+        for stage in STAGES:
             for tag, root in roots.items():  # before and after take turns: drift hits both
                 got = run_stage(stage, log, root, tag)
                 if got is None:
