@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import orjson
+
 from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
@@ -207,17 +209,26 @@ def _write(
     the model as JSON lines (``--json``), or as text with ``summary``."""
     out = sys.stdout
     if args.json:
-        for line in map(json.dumps, rows) if lines is None else lines:
+        for line in map(_json, rows) if lines is None else lines:
             out.write(line + "\n")
         for obj in extra:
-            out.write(json.dumps(obj) + "\n")
+            out.write(_json(obj) + "\n")
         if model is not None:
-            out.write(json.dumps({"model": model}) + "\n")
+            out.write(_json({"model": model}) + "\n")
     else:
         print_requests(out, rows)
         if model is not None:
             print_model(out, model)
         out.write(summary)
+
+
+def _json(obj: object) -> str:
+    """``obj`` as compact JSON text: orjson, or the standard library for what orjson refuses
+    (an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(obj).decode()
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":"))
 
 
 def _extract(args: argparse.Namespace) -> int:
@@ -286,7 +297,7 @@ class _Spool:
 
     def add(self, start_ns: int, row: JsonObject, assignment: Assignment | None) -> None:
         """One row (its ``request`` number is given by :meth:`lines`)."""
-        self._file.write(json.dumps({k: v for k, v in row.items() if k != "request"}).encode())
+        self._file.write(_json({k: v for k, v in row.items() if k != "request"}).encode())
         self._start.append(start_ns)
         self._end.append(self._file.tell())
         if assignment is not None:
@@ -307,13 +318,13 @@ class _Spool:
                     "distance": distance,
                     "outlier": self._clusterer.is_outlier(cluster, distance),
                 }
-                tail = ", " + json.dumps(more)[1:]
-            yield f'{{"request": {n}, {text[1:-1]}{tail}'
+                tail = "," + _json(more)[1:]
+            yield f'{{"request":{n},{text[1:-1]}{tail}'
 
     def rows(self) -> Iterator[JsonObject]:
         """Each row as values, as :meth:`lines` gives them."""
         for line in self.lines():
-            row: JsonObject = json.loads(line)
+            row: JsonObject = orjson.loads(line)
             yield row
 
 

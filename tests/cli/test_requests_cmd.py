@@ -99,6 +99,18 @@ def test_requests_are_printed_by_start_and_clustered_as_they_complete(
     assert [(c["cluster"], c["size"]) for c in model["model"]["clusters"]] == [(0, 2), (1, 1)]
 
 
+def test_an_integer_beyond_64_bits_is_printed_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = tmp_path / "app.jsonl"
+    rows = lines("c1", 10, 0, 1)
+    rows[2] = rows[2][:-1] + f', "big": {2**70}}}'
+    events.write_text("\n".join(rows) + "\n")
+    assert main(["requests", "extract", "--schema", str(SCHEMA), "--json", str(events)]) == 0
+    [req] = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert req["events"][2]["big"] == 2**70
+
+
 def test_a_bad_schema_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     schema = tmp_path / "s.yaml"
     schema.write_text("events: {A: {attrs: {t: {domain: T, bind: SOMETIMES}}}}\n")
