@@ -487,22 +487,8 @@ class RequestParser:
         into it (the largest absorbing the others) and the batch's events ``ids``; its open
         intervals of keys the batch did not bind are kept (those it did are set by the
         caller)."""
-        if carried:
-            root = max(carried, key=lambda g: len(g.events))
-            for g in carried:
-                if g is root:
-                    continue
-                if self._holds is not None:
-                    for line_no in g.kernel_lines & root.kernel_lines:
-                        self._holds.drop(line_no)
-                root.absorb(g)
-                for key in g.open:
-                    if key not in keys:
-                        self._live[key] = root
-                self._open.discard(g)
-            root.open = {key for key in root.open if key not in keys}
-        else:
-            root = _Graph()
+        root = self._merge(carried)  # the batch's keys it re-points are set by the caller
+        root.open = {key for key in root.open if key not in keys}
         self._add_batch(root, ids, events, kinds, base)
         if self._holds is not None:
             for i in ids:
