@@ -104,85 +104,144 @@ def plan(joined: npt.NDArray[np.bool_], occ: Occurrences, carried: Carried) -> P
         by event).
     """
     n = len(joined)
-    by = np.lexsort((occ.event, occ.key))
-    ev, key, bind, pos = occ.event[by], occ.key[by], occ.bind[by], occ.pos[by]
-    k = len(ev)
-    same_key = key[1:] == key[:-1]
-    if np.any(same_key & (ev[1:] == ev[:-1])):
+    rows = _Rows.of(occ, carried)
+    if rows is None:
         return None
-    idx = np.arange(k)
-    first = np.ones(k, dtype=bool)
-    first[1:] = ~same_key
-    group = np.maximum.accumulate(np.where(first, idx, 0))  # where each key's rows begin
-    group_end = _next(np.append(np.where(first, idx, k)[1:], k)[:k])  # where they end
-    starts_at = np.flatnonzero(first)
-    is_start, is_stop = bind == START, bind == STOP
-    last_start = np.maximum.accumulate(np.where(is_start, idx, -1))
-    stops = np.maximum.accumulate(np.where(is_stop, idx, -1))
-    prev_stop = np.append(-1, stops[:-1])[:k]
-    here = last_start >= group  # the interval open at a row (if any) was opened in the batch
-    owner = carried.owner[key]
-    live = np.where(here, prev_stop < last_start, (owner >= 0) & (prev_stop < group))
-    member = live & ~is_start  # rows that join the interval open at them
-    anchor = np.where(here, ev[np.maximum(last_start, 0)], n + owner)  # its opener
-    # the intervals: one opened by each START row (its end is looked for after it), and one
-    # per carried key (looked for from its first row on)
-    carried_first = np.flatnonzero(first & (owner >= 0))
-    start_rows = np.flatnonzero(is_start)
-    rows = np.concatenate((start_rows, carried_first))
-    after = np.concatenate((start_rows + 1, carried_first))
-    int_anchor = np.concatenate((ev[start_rows], n + owner[carried_first]))
-    big = np.int64(k)
-    next_start = _next(np.where(is_start, idx, big))
-    next_stop = _next(np.where(is_stop, idx, big))
-    within = after < group_end[rows]
-    at_c = np.minimum(after, max(k - 1, 0))
-    ns = np.where(within, next_start[at_c], big)
-    nt = np.where(within, next_stop[at_c], big)
-    ends = group_end[rows]
-    ns = np.where(ns < ends, ns, big)
-    nt = np.where(nt < ends, nt, big)
-    by_stop = nt < ns
-    end_row = np.minimum(ns, nt)
-    closed = end_row < big
-    end_at = np.minimum(end_row, max(k - 1, 0))
-    end_ev = np.where(closed, ev[end_at], OPEN)
-    end_pos = np.where(closed & ~by_stop, pos[end_at], -1)
-    graphs = len(carried.elsewhere)
-    nodes = n + graphs
-    label = components(nodes, ev[member], anchor[member])
-    # emission: the latest end of a component's intervals (its own event when it has none)
-    comps = int(label.max()) + 1 if nodes else 0
+    label = components(n + len(carried.elsewhere), *rows.edges(n))
+    emitted, still_open = _emission(label, joined, rows.intervals(n), carried)
+    return Plan(label, emitted, still_open, rows.key_anchor(n, len(carried.owner)))
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A batch's occurrences sorted by key, then event, with what the cumulative maxima give
+    per row: where its key's rows begin and end, the last START and STOP at or before it."""
+
+    ev: Ints
+    key: Ints
+    pos: Ints
+    first: npt.NDArray[np.bool_]  # the first row of its key
+    group: Ints  # where its key's rows begin
+    group_end: Ints  # and end (one past)
+    is_start: npt.NDArray[np.bool_]
+    is_stop: npt.NDArray[np.bool_]
+    last_start: Ints  # the last START row at or before it (-1: none)
+    stops: Ints  # the last STOP row at or before it (-1: none)
+    owner: Ints  # the carried sub-graph owning its key's interval open at the batch's start
+
+    @classmethod
+    def of(cls, occ: Occurrences, carried: Carried) -> _Rows | None:
+        """The sorted rows; None when an event binds one key twice."""
+        by = np.lexsort((occ.event, occ.key))
+        ev, key = occ.event[by], occ.key[by]
+        k = len(ev)
+        same_key = key[1:] == key[:-1]
+        if np.any(same_key & (ev[1:] == ev[:-1])):
+            return None
+        idx = np.arange(k)
+        first = np.ones(k, dtype=bool)
+        first[1:] = ~same_key
+        bind = occ.bind[by]
+        is_start, is_stop = bind == START, bind == STOP
+        return cls(
+            ev,
+            key,
+            occ.pos[by],
+            first,
+            np.maximum.accumulate(np.where(first, idx, 0)),
+            _next(np.append(np.where(first, idx, k)[1:], k)[:k]),
+            is_start,
+            is_stop,
+            np.maximum.accumulate(np.where(is_start, idx, -1)),
+            np.maximum.accumulate(np.where(is_stop, idx, -1)),
+            carried.owner[key],
+        )
+
+    def edges(self, n: int) -> tuple[Ints, Ints]:
+        """Each row that joins the interval open at it, and that interval's opener (an event,
+        or ``n`` + a carried sub-graph)."""
+        prev_stop = np.append(-1, self.stops[:-1])[: len(self.ev)]
+        here = self.last_start >= self.group  # the interval open at a row was opened here
+        live = np.where(
+            here, prev_stop < self.last_start, (self.owner >= 0) & (prev_stop < self.group)
+        )
+        member = live & ~self.is_start
+        anchor = np.where(here, self.ev[np.maximum(self.last_start, 0)], n + self.owner)
+        return self.ev[member], anchor[member]
+
+    def intervals(self, n: int) -> _Intervals:
+        """One interval per START row (its end looked for after it) and per carried key (from
+        its first row on)."""
+        k = len(self.ev)
+        idx = np.arange(k)
+        carried_first = np.flatnonzero(self.first & (self.owner >= 0))
+        start_rows = np.flatnonzero(self.is_start)
+        rows = np.concatenate((start_rows, carried_first))
+        after = np.concatenate((start_rows + 1, carried_first))
+        anchor = np.concatenate((self.ev[start_rows], n + self.owner[carried_first]))
+        big = np.int64(k)
+        ends = self.group_end[rows]
+        at = np.minimum(after, max(k - 1, 0))
+        ns = np.where(after < ends, _next(np.where(self.is_start, idx, big))[at], big)
+        nt = np.where(after < ends, _next(np.where(self.is_stop, idx, big))[at], big)
+        ns = np.where(ns < ends, ns, big)
+        nt = np.where(nt < ends, nt, big)
+        by_stop = nt < ns
+        end_row = np.minimum(ns, nt)
+        closed = end_row < big
+        end_at = np.minimum(end_row, max(k - 1, 0))
+        end_ev = np.where(closed, self.ev[end_at], OPEN)
+        end_pos = np.where(closed & ~by_stop, self.pos[end_at], -1)
+        return _Intervals(anchor, end_ev, end_pos, by_stop)
+
+    def key_anchor(self, n: int, keys: int) -> Ints:
+        """Per key, the node owning its interval open at the end (-1: none): its last opener,
+        unless stopped since."""
+        out = np.full(keys, -1, dtype=np.int64)
+        k = len(self.ev)
+        if k:
+            g0 = np.flatnonzero(self.first)
+            last_rows = np.append(g0[1:], k) - 1
+            ls, st = self.last_start[last_rows], self.stops[last_rows]
+            open_in = (ls >= g0) & (st < ls)
+            open_carried = (ls < g0) & (self.owner[g0] >= 0) & (st < g0)
+            anchors = np.where(open_in, self.ev[np.maximum(ls, 0)], n + self.owner[g0])
+            out[self.key[g0]] = np.where(open_in | open_carried, anchors, -1)
+        return out
+
+
+@dataclass(frozen=True)
+class _Intervals:
+    """A batch's intervals: the node that opened each, the event that ends it (:data:`OPEN`:
+    none), the ending attribute's position when a START ends it (-1 otherwise)."""
+
+    anchor: Ints
+    end_ev: Ints
+    end_pos: Ints
+    by_stop: npt.NDArray[np.bool_]
+
+
+def _emission(
+    label: Ints, joined: npt.NDArray[np.bool_], iv: _Intervals, carried: Carried
+) -> tuple[Ints, Ints]:
+    """The components emitted in the batch, in order, and those still open: a component is
+    emitted at the latest end of its intervals (after its own event when it has none)."""
+    n = len(joined)
+    comps = int(label.max()) + 1 if len(label) else 0
     emit = np.full(comps, -1, dtype=np.int64)
     events_at = np.flatnonzero(joined)
     np.maximum.at(emit, label[events_at], events_at)
-    np.maximum.at(emit, label[int_anchor], end_ev)
-    if graphs:
-        emit[label[n + np.flatnonzero(carried.elsewhere)]] = OPEN
+    np.maximum.at(emit, label[iv.anchor], iv.end_ev)
+    emit[label[n + np.flatnonzero(carried.elsewhere)]] = OPEN
     closer = np.full(comps, -1, dtype=np.int64)
-    at_end = (end_ev != OPEN) & (end_ev == emit[label[int_anchor]]) & ~by_stop
-    np.maximum.at(closer, label[int_anchor[at_end]], end_pos[at_end])
-    real = emit >= 0  # a component of joined events or carried sub-graphs
-    if graphs:
-        real[label[n:]] = True
-    finite = real & (emit != OPEN)
-    done = np.flatnonzero(finite)
-    at = emit[done]
+    at_end = (iv.end_ev != OPEN) & (iv.end_ev == emit[label[iv.anchor]]) & ~iv.by_stop
+    np.maximum.at(closer, label[iv.anchor[at_end]], iv.end_pos[at_end])
+    real = emit >= 0  # a component of joined events or carried sub-graphs (each has an end)
+    done = np.flatnonzero(real & (emit != OPEN))
     # at one event, the components its STARTs end go in the order of its attributes; one
     # emitted after its own event is never among them (a START keeps its own one open)
-    own = label[np.minimum(at, max(n - 1, 0))] == done
-    order = np.lexsort((np.where(own, 0, closer[done]), at))
-    # the interval of each key open at the end: its group's last opener, unless stopped
-    key_anchor = np.full(len(carried.owner), -1, dtype=np.int64)
-    if k:
-        last_rows = np.append(starts_at[1:], k) - 1
-        ls, st = last_start[last_rows], stops[last_rows]
-        g0 = starts_at
-        open_in = (ls >= g0) & (st < ls)
-        open_carried = (ls < g0) & (owner[g0] >= 0) & (st < g0)
-        anchors = np.where(open_in, ev[np.maximum(ls, 0)], n + owner[g0])
-        key_anchor[key[g0]] = np.where(open_in | open_carried, anchors, -1)
-    return Plan(label, done[order], np.flatnonzero(real & (emit == OPEN)), key_anchor)
+    order = np.lexsort((closer[done], emit[done]))
+    return done[order], np.flatnonzero(real & (emit == OPEN))
 
 
 def components(nodes: int, src: Ints, dst: Ints) -> Ints:
@@ -221,8 +280,13 @@ def sweeps(ts: Ints, step_ns: int, next_sweep: int) -> list[int]:
     ascending order): before the first event at or after ``next_sweep``, then before the first
     at least ``step_ns`` after the one it swept at, and so on."""
     out: list[int] = []
+    if not len(ts) or next_sweep > int(ts[-1]):
+        return out
     i = int(np.searchsorted(ts, next_sweep, side="left"))
     while i < len(ts):
         out.append(i)
-        i = int(np.searchsorted(ts, int(ts[i]) + step_ns, side="left"))
+        after = int(ts[i]) + step_ns
+        if after > int(ts[-1]):  # (and never past 64 bits)
+            break
+        i = int(np.searchsorted(ts, after, side="left"))
     return out

@@ -45,6 +45,17 @@ class LineHolds:
             del self._n[line_no]
             self._released.append(line_no)
 
+    def passed(self, lines: Iterable[int]) -> None:
+        """Lines each held and let go at once (events joined and emitted within one batch,
+        :meth:`~pipeline.reducers.request_join.RequestParser.feed_many`): each line no one holds
+        is released, once."""
+        held, released = self._n, self._released
+        seen: set[int] = set()
+        for line_no in lines:
+            if line_no not in held and line_no not in seen:
+                seen.add(line_no)
+                released.append(line_no)
+
     def held(self, line_no: int) -> int:
         """Holds on ``line_no`` (0 when released or never taken)."""
         return self._n.get(line_no, 0)

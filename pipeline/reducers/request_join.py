@@ -31,6 +31,7 @@ lines whose requests are delivered (DESIGN.md, delivery promise).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -61,9 +62,10 @@ _BIND_CODE = {
     Bind.BASIC: interval_join.BASIC,
     Bind.STOP: interval_join.STOP,
 }
-_EXACT = 2**50
-"""Resource amounts summed in any order give the same float while they are integers this
-small (the batch join adds them in another order than event by event)."""
+_EXACT = float(2**53)
+"""Integer resource amounts sum to the same float in any order while the sum of their absolute
+values stays below this: every partial sum is then an integer a float holds exactly (the batch
+join adds them in another order than event by event)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -75,6 +77,7 @@ class _Graph:
     resources: dict[str, float] = field(default_factory=dict)
     cpu: list[CpuSlice] = field(default_factory=list)
     kernel_lines: set[int] = field(default_factory=set)
+    magnitude: float = 0.0  # the sum of the absolute resource amounts summed in resources
 
     def absorb(self, other: _Graph) -> None:
         self.events += other.events
@@ -83,6 +86,7 @@ class _Graph:
         self.last_ns = max(self.last_ns, other.last_ns)
         for k, v in other.resources.items():
             self.resources[k] = self.resources.get(k, 0.0) + v
+        self.magnitude += other.magnitude
         self.cpu += other.cpu
         self.kernel_lines |= other.kernel_lines
 
@@ -270,15 +274,23 @@ class RequestParser:
         The events are cut where the parser sweeps for idle sub-graphs (it sweeps there as
         :meth:`feed` would); each stretch of at least :data:`BATCH_MIN` events is joined as
         array operations over its intervals (:mod:`pipeline.reducers.interval_join`). Events
-        are fed one by one when the parser has seen kernel events (CPU accounting follows the
-        bindings event by event), when their timestamps go back, when a resource amount is not
-        an integer below 2**50 (float sums would depend on the order), or when
+        are fed one by one from a kernel event on (CPU accounting follows the bindings event
+        by event), when their timestamps go back or do not fit 64 bits, when a resource amount
+        is not an integer or the amounts that may be summed together reach 2**53 (float sums
+        would then depend on their order), or when
         :func:`~pipeline.reducers.interval_join.plan` refuses a stretch.
+
+        With line holds, the lines of the events joined and emitted within a stretch are
+        released (:meth:`LineHolds.passed`) as feeding them one by one would release them,
+        unless the caller holds them.
         """
         n = len(events)
         if n < BATCH_MIN or self._kernel_seen:
             return self._feed_each(events)
-        ts = np.fromiter((e.ts_ns for e in events), dtype=np.int64, count=n)
+        try:
+            ts = np.fromiter((e.ts_ns for e in events), dtype=np.int64, count=n)
+        except OverflowError:
+            return self._feed_each(events)
         if np.any(ts[1:] < ts[:-1]):
             return self._feed_each(events)
         cuts = interval_join.sweeps(ts, max(self._timeout_ns // 4, 1), self._next_sweep)
@@ -288,7 +300,8 @@ class RequestParser:
             if lo in swept:  # as feed() does before the event
                 out += self._sweep(int(ts[lo]))
             stretch = events[lo:hi]
-            done = self._feed_batch(stretch) if hi - lo >= BATCH_MIN else None
+            batch = hi - lo >= BATCH_MIN and not self._kernel_seen
+            done = self._feed_batch(stretch) if batch else None
             out += self._feed_each(stretch) if done is None else done
         return out
 
@@ -310,6 +323,7 @@ class RequestParser:
         width = self._slot_count
         types = self.schema.events
         kinds = [types.get(e.ev) for e in events]
+        magnitude = 0.0
         for i, e in enumerate(events):
             row_slots = slots.get(e.ev)
             if row_slots is None:
@@ -321,8 +335,8 @@ class RequestParser:
                 if name in attrs:
                     v = attrs[name]
                     if checked:
-                        if not _exact(v):
-                            return None
+                        if isinstance(v, int | float) and not isinstance(v, bool):
+                            magnitude += _magnitude(v)
                         continue
                     if type(v) not in _SCALARS:
                         v = hashable(v)
@@ -334,7 +348,7 @@ class RequestParser:
                     o_key.append(kid)
                     o_row.append(i * width + slot)
         graphs = list(self._open)
-        if not all(_exact(v) for g in graphs for v in g.resources.values()):
+        if magnitude + sum(g.magnitude for g in graphs) >= _EXACT:
             return None
         at = {id(g): j for j, g in enumerate(graphs)}
         owner = np.full(len(key_list), -1, dtype=np.int64)
@@ -393,13 +407,16 @@ class RequestParser:
         order = nodes.tolist()
         begins, ends = begin.tolist(), end.tolist()
         out: list[Request] = []
+        passed: list[int] = []  # the batch's events emitted in it
         for c in plan.emitted.tolist():
             ids = order[begins[c] : ends[c]]
             if ids[-1] < n:
                 out += self._emit_new(ids, events, kinds)
+                passed += ids
             else:
                 new = [i for i in ids if i < n]
                 out += self._emit([graphs[i - n] for i in ids if i >= n], new, events, kinds, base)
+                passed += new
         roots: dict[int, _Graph] = {}
         for c in plan.open_components.tolist():
             ids = order[begins[c] : ends[c]]
@@ -415,6 +432,8 @@ class RequestParser:
                 root = roots[int(label[a])]
                 live[key] = root
                 root.open.add(key)
+        if self._holds is not None:
+            self._holds.passed(events[i].line_no for i in sorted(passed))
         return out
 
     def _emit_new(
@@ -462,13 +481,11 @@ class RequestParser:
         """The request (or garbage) of a component finished in a batch: the sub-graphs
         ``carried`` into it and the batch's events ``ids`` (ascending)."""
         g = _Graph()
-        for old in carried:
+        for old in sorted(carried, key=_first):  # (no kernel lines: see feed_many)
             self._open.discard(old)
             if self._holds is not None:
                 for _t, _o, ev in old.events:
                     self._holds.drop(ev.line_no)
-                for line_no in old.kernel_lines:
-                    self._holds.drop(line_no)
             g.absorb(old)
         g.open.clear()
         self._add_batch(g, ids, events, kinds, base)
@@ -519,6 +536,7 @@ class RequestParser:
                 v = e.attrs.get(attr_name)
                 if isinstance(v, int | float) and not isinstance(v, bool):
                     resources[resource] = resources.get(resource, 0.0) + v
+                    g.magnitude += _magnitude(v)
 
     def _rebind(self, root: _Graph, starts: list[Key], stops: list[Key]) -> list[Request]:
         """Open ``starts`` in ``root`` (closing each in its old owner) and close ``stops``; the
@@ -576,6 +594,7 @@ class RequestParser:
             v = e.attrs.get(attr_name)
             if isinstance(v, int | float) and not isinstance(v, bool):
                 root.resources[resource] = root.resources.get(resource, 0.0) + v
+                root.magnitude += _magnitude(v)
 
     def _merge(self, owners: list[_Graph]) -> _Graph:
         if not owners:
@@ -667,14 +686,14 @@ class RequestParser:
         return self._sweep(now_ns)
 
 
-def _exact(v: object) -> bool:
-    """Whether ``v``, as a resource amount, sums the same in any order (see :data:`_EXACT`):
-    an integer (or a float that is one) below 2**50, or no amount at all."""
+def _magnitude(v: float) -> float:
+    """A resource amount's share of :data:`_EXACT`: its absolute value when it is an integer
+    (or a float that is one), infinite otherwise (its sums depend on their order)."""
     if type(v) is int:
-        return -_EXACT < v < _EXACT
-    if type(v) is float:
-        return v.is_integer() and -_EXACT < v < _EXACT
-    return True
+        return float(abs(v)) if abs(v) < _EXACT else math.inf
+    if type(v) is float and v.is_integer():
+        return abs(v)
+    return math.inf
 
 
 def _first(g: _Graph) -> tuple[int, int]:

@@ -27,10 +27,10 @@ TIMEOUT_NS = 1_000
 
 
 def _schema() -> EventSchema:
-    """The test server's schema (every binding, fork/join and RPC hand-offs) with a short
-    timeout, plus a type that binds one key twice and one with a float resource."""
+    """The test server's schema (every binding, fork/join and RPC hand-offs, context
+    switches) with a short timeout, plus a type that binds one key twice and one with a
+    resource that may be a float."""
     data = yaml.safe_load(SCHEMA_PATH.read_text())
-    del data["events"]["CSwitch"]
     data["events"]["Rebind"] = {
         "attrs": {
             "conn": {"domain": "Conn", "bind": "BIND_START"},
@@ -46,7 +46,7 @@ def _schema() -> EventSchema:
 
 
 SCHEMA = _schema()
-TYPES = [*sorted(set(SCHEMA.events) - {"Rebind"}), "Unknown"]
+TYPES = [*sorted(set(SCHEMA.events) - {"Rebind", "CSwitch"}), "Unknown"]
 
 
 VALUES = st.sampled_from([1, 2]) | st.sampled_from([3, "1", [1], True])
@@ -58,7 +58,8 @@ that is a string, a list (joined by its repr) or True (the same key as 1)."""
 def logs(draw: st.DrawFn) -> list[Event]:
     """Events of the schema's types carrying most of their join attributes (now and then one
     more, or an unknown type), with steps in time that now and then pass the timeout; rarely
-    what the arrays refuse (a step back, an event binding one key twice, a float amount)."""
+    what the arrays refuse (a step back, an event binding one key twice, a float amount, an
+    amount too large to be summed in any order, a context switch)."""
     events: list[Event] = []
     ts = 0
     rare = st.integers(0, 40).map(lambda n: n == 0)
@@ -66,14 +67,18 @@ def logs(draw: st.DrawFn) -> list[Event]:
         ts += draw(st.sampled_from([0, 1, 10, 100, 400, 1500]))
         if draw(rare):
             ts -= 5
-        ev = "Rebind" if draw(rare) else draw(st.sampled_from(TYPES))
+        ev = "Rebind" if draw(rare) else "CSwitch" if draw(rare) else draw(st.sampled_from(TYPES))
         own = SCHEMA.events[ev].attrs if ev in SCHEMA.events else {}
         attrs: dict[str, Any] = {}
         for name in ("conn", "tid", "task", "rpc", "peer"):
             if (name in own and draw(st.integers(0, 5))) or draw(rare):
                 attrs[name] = draw(VALUES)
         if ev == "Wait":
-            attrs["wait_ns"] = draw(st.sampled_from([2.5, 2**60, True]) if draw(rare) else VALUES)
+            huge = st.sampled_from([2.5, 2**52 + 1, 2**60, True])
+            attrs["wait_ns"] = draw(huge if draw(rare) else VALUES)
+        if ev == "CSwitch":
+            tids = st.sampled_from([1, 2, 3])
+            attrs = {"cpu": draw(st.integers(0, 1)), "prev_tid": draw(tids), "next_tid": draw(tids)}
         if draw(st.integers(0, 3)) == 0:
             attrs["cpu_ns"] = draw(st.integers(0, 50))
         events.append(Event(ts, ev, attrs, line_no))
@@ -81,22 +86,24 @@ def logs(draw: st.DrawFn) -> list[Event]:
 
 
 class Run:
-    """A parser with line holds, fed batch by batch like the events chain does (the queue's
-    hold on each line dropped after the batch); what it gives per batch."""
+    """A parser with line holds, fed batch by batch; what it gives per batch. ``queued``: the
+    caller holds each line while the batch is fed, as the events chain's reorder queue does.
+    """
 
-    def __init__(self) -> None:
+    def __init__(self, queued: bool = True) -> None:
         self.garbage: list[list[Event]] = []
         self.holds = LineHolds()
         self.parser = RequestParser(SCHEMA, on_garbage=self.garbage.append, holds=self.holds)
+        self.queued = queued
 
     def batch(self, events: list[Event], one_by_one: bool) -> tuple[Any, ...]:
-        for e in events:
+        for e in events if self.queued else ():
             self.holds.take(e.line_no)
         if one_by_one:
             found = [r for e in events for r in self.parser.feed(e)]
         else:
             found = self.parser.feed_many(events)
-        for e in events:
+        for e in events if self.queued else ():
             self.holds.drop(e.line_no)
         held = {e.line_no: self.holds.held(e.line_no) for e in events}
         return found, _exactly(found), sorted(self.holds.pop_released()), held
@@ -112,8 +119,8 @@ def _exactly(requests: list[Request]) -> list[str]:
     return [repr((list(r.attributes.items()), list(r.resources.items()))) for r in requests]
 
 
-def run(events: list[Event], cuts: list[int], one_by_one: bool) -> list[Any]:
-    r = Run()
+def run(events: list[Event], cuts: list[int], one_by_one: bool, queued: bool) -> list[Any]:
+    r = Run(queued)
     bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
     out: list[Any] = [r.batch(events[a:b], one_by_one) for a, b in itertools.pairwise(bounds)]
     return [*out, r.close(), len(r.holds)]
@@ -126,9 +133,12 @@ def every_batch_in_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @settings(max_examples=500, deadline=None)
-@given(events=logs(), cuts=st.lists(st.integers(0, 80), max_size=10))
-def test_a_batch_joins_as_event_by_event(events: list[Event], cuts: list[int]) -> None:
-    assert run(events, cuts, one_by_one=False) == run(events, cuts, one_by_one=True)
+@given(events=logs(), cuts=st.lists(st.integers(0, 80), max_size=10), queued=st.booleans())
+def test_a_batch_joins_as_event_by_event(
+    events: list[Event], cuts: list[int], queued: bool
+) -> None:
+    want = run(events, cuts, one_by_one=True, queued=queued)
+    assert run(events, cuts, one_by_one=False, queued=queued) == want
 
 
 def test_the_arrays_do_join_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -259,3 +269,75 @@ def test_an_attribute_keeps_each_value_as_first_seen(monkeypatch: pytest.MonkeyP
     [found] = arrays.batch(log, one_by_one=False)[0]
     assert repr(list(found.attributes.items())) == "[('conn', ('c',)), ('tid', (1,))]"
     assert _arrays_and_reference(monkeypatch, [log]) == [[[1, 2, 3]], []]
+
+
+def test_a_context_switch_turns_the_rest_of_a_batch_to_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request after a context switch in the same batch is charged the CPU its thread ran
+    (the arrays never see CPU accounting)."""
+    log = [
+        Event(0, "CSwitch", {"cpu": 0, "prev_tid": 0, "next_tid": 7}, 1),
+        *_log(("Dequeue", {"conn": "c", "tid": 7}), ("ReqStart", {"conn": "c", "tid": 7})),
+        Event(30, "ReqEnd", {"conn": "c", "tid": 7}, 4),
+    ]
+    monkeypatch.setattr(request_join, "BATCH_MIN", 2)
+    [got] = Run().batch(log, one_by_one=False)[0]
+    [want] = Run().batch(log, one_by_one=True)[0]
+    assert got == want
+    assert got.resources["sched_cpu_ns"] == 30.0 and got.kernel_lines == (1,)
+
+
+def test_amounts_too_large_to_sum_in_any_order_are_summed_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thread 7 waits eight times 2**50 - 1 ns and thread 8 three short times, then one
+    request joins both: one by one adds the two sums (2**53 + 2), in time order the last
+    additions would round (to 2**53). The batch is fed event by event."""
+    fed: list[int] = []
+    feed = RequestParser.feed
+    monkeypatch.setattr(
+        RequestParser, "feed", lambda self, e: fed.append(e.line_no) or feed(self, e)
+    )
+    log = _log(
+        ("Accept", {"conn": "c"}),
+        ("Dequeue", {"conn": "c", "tid": 7}),
+        ("Dequeue", {"conn": "d", "tid": 8}),
+        *[("Wait", {"tid": 7, "wait_ns": 2**50 - 1})] * 8,
+        *[("Wait", {"tid": 8, "wait_ns": v}) for v in (8, 1, 1)],
+        ("ReqStart", {"conn": "c", "tid": 8}),
+    )
+    got = run(log, [], one_by_one=False, queued=True)
+    assert fed == [e.line_no for e in log]
+    assert got == run(log, [], one_by_one=True, queued=True)
+    [request] = got[-2][0]
+    assert request.resources["wait_ns"] == 2**53 + 2
+
+
+def test_lines_emitted_in_a_batch_are_released_when_no_one_else_holds_them() -> None:
+    log = _log(
+        ("Dequeue", {"conn": "c", "tid": 7}),
+        ("ReqStart", {"conn": "c", "tid": 7}),
+        ("ReqEnd", {"conn": "c", "tid": 7}),
+        ("Dequeue", {"conn": "d", "tid": 8}),
+    )
+    got = Run(queued=False).batch(log, one_by_one=False)
+    assert got[2:] == ([1, 2, 3], {1: 0, 2: 0, 3: 0, 4: 1})
+
+
+def test_timestamps_beyond_63_bits_are_joined_one_by_one() -> None:
+    big = 2**63 - 100
+    log = [
+        Event(big + 10 * i, e.ev, e.attrs, e.line_no)
+        for i, e in enumerate(
+            _log(
+                ("Dequeue", {"conn": "c", "tid": 7}),
+                ("ReqStart", {"conn": "c", "tid": 7}),
+                ("ReqEnd", {"conn": "c", "tid": 7}),
+            )
+        )
+    ]
+    log.append(Event(2**63 + 5, "Spin", {"tid": 9}, 4))
+    [got] = Run().batch(log, one_by_one=False)[0]
+    assert [e.line_no for e in got.events] == [1, 2, 3]
+    assert interval_join.sweeps(np.asarray([big, big + 50], dtype=np.int64), 1, big) == [0, 1]
