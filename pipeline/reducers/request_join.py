@@ -31,79 +31,29 @@ lines whose requests are delivered (DESIGN.md, delivery promise).
 from __future__ import annotations
 
 import itertools
-import math
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
+from collections.abc import Callable, Iterable, Iterator
 
 from pipeline.records.event_schema import Bind, EventSchema, EventType
 from pipeline.records.events import Event
-from pipeline.reducers import interval_join
+from pipeline.reducers.batch_join import BatchJoin
+from pipeline.reducers.join_graph import ParserStats, SubGraph, began, by_time, magnitude
 from pipeline.reducers.line_holds import LineHolds
 from pipeline.reducers.request_record import SCALARS as _SCALARS
 from pipeline.reducers.request_record import CpuSlice, Key, Request, hashable, join_attributes
 
 __all__ = [
     "BATCH",
-    "BATCH_MIN",
     "ParserStats",
     "RequestParser",
     "extract",
 ]
 
 
-BATCH_MIN = 512
-"""Batches shorter than this are fed event by event (the arrays would cost more)."""
 BATCH = 4096
 """Events :func:`extract` feeds at a time."""
-_BIND_CODE = {
-    Bind.START: interval_join.START,
-    Bind.BASIC: interval_join.BASIC,
-    Bind.STOP: interval_join.STOP,
-}
-_EXACT = float(2**53)
-"""Integer resource amounts sum to the same float in any order while the sum of their absolute
-values stays below this: every partial sum is then an integer a float holds exactly (the batch
-join adds them in another order than event by event)."""
 
 
-@dataclass(eq=False, slots=True)
-class _Graph:
-    events: list[tuple[int, int, Event]] = field(default_factory=list)  # (ts, order, event)
-    open: set[Key] = field(default_factory=set)
-    seeds: int = 0
-    last_ns: int = 0
-    resources: dict[str, float] = field(default_factory=dict)
-    cpu: list[CpuSlice] = field(default_factory=list)
-    kernel_lines: set[int] = field(default_factory=set)
-    magnitude: float = 0.0  # the sum of the absolute resource amounts summed in resources
-
-    def absorb(self, other: _Graph) -> None:
-        self.events += other.events
-        self.open |= other.open
-        self.seeds += other.seeds
-        self.last_ns = max(self.last_ns, other.last_ns)
-        for k, v in other.resources.items():
-            self.resources[k] = self.resources.get(k, 0.0) + v
-        self.magnitude += other.magnitude
-        self.cpu += other.cpu
-        self.kernel_lines |= other.kernel_lines
-
-
-@dataclass
-class ParserStats:
-    """Counts of what the parser did with its input."""
-
-    events: int = 0
-    unknown: int = 0
-    requests: int = 0
-    incomplete: int = 0
-    garbage_graphs: int = 0
-    garbage_events: int = 0
-
-
-class RequestParser:
+class RequestParser(BatchJoin):
     """The temporal join over one machine's event stream (see the module docstring).
 
     Feed events in timestamp order with :meth:`feed`; each call returns the requests it
@@ -128,8 +78,8 @@ class RequestParser:
         self.stats = ParserStats()
         self._on_garbage = on_garbage
         self._holds = holds
-        self._live: dict[Key, _Graph] = {}
-        self._open: set[_Graph] = set()
+        self._live: dict[Key, SubGraph] = {}
+        self._open: set[SubGraph] = set()
         self._order = itertools.count()
         opts = schema.parser
         self._timeout_ns = int(opts.timeout_s * 1e9)
@@ -148,32 +98,6 @@ class RequestParser:
             for ev, t in schema.events.items()
         }
         self._init_slots()
-
-    def _init_slots(self) -> None:
-        """What :meth:`_feed_batch` looks up per event type: its join attributes as (name,
-        domain number, slot, False) and its resource attributes as (name, 0, 0, True), a slot
-        being one (type, attribute) with its binding and position."""
-        self._domains = tuple(dict.fromkeys(d for j in self._joins.values() for _n, d, _b in j))
-        number = {d: i for i, d in enumerate(self._domains)}
-        binds: list[int] = []
-        positions: list[int] = []
-        self._slots: dict[str, tuple[tuple[str, int, int, bool], ...]] = {}
-        self._kernel_types = frozenset(
-            ev for ev, t in self.schema.events.items() if t.kernel == "cpu_accounting"
-        )
-        for ev, joins in self._joins.items():
-            if ev in self._kernel_types:
-                continue
-            row: list[tuple[str, int, int, bool]] = []
-            for p, (name, domain, bind) in enumerate(joins):
-                row.append((name, number[domain], len(binds), False))
-                binds.append(_BIND_CODE[bind])
-                positions.append(p)
-            row += [(name, 0, 0, True) for name, _r in self.schema.events[ev].resource_keys]
-            self._slots[ev] = tuple(row)
-        self._slot_count = max(len(binds), 1)
-        self._slot_bind = np.asarray(binds or [0], dtype=np.int64)
-        self._slot_pos = np.asarray(positions or [0], dtype=np.int64)
 
     # -- CPU accounting ------------------------------------------------------------------
 
@@ -267,278 +191,7 @@ class RequestParser:
         self._add(root, etype, e)
         return out + self._rebind(root, starts, stops)
 
-    def feed_many(self, events: Sequence[Event]) -> list[Request]:
-        """Process ``events`` (in timestamp order) as :meth:`feed` does one at a time: the
-        requests they completed, in the same order, and the parser in the same state after.
-
-        The events are cut where the parser sweeps for idle sub-graphs (it sweeps there as
-        :meth:`feed` would); each stretch of at least :data:`BATCH_MIN` events is joined as
-        array operations over its intervals (:mod:`pipeline.reducers.interval_join`). Events
-        are fed one by one from a kernel event on (CPU accounting follows the bindings event
-        by event), when their timestamps go back or do not fit 64 bits, when a resource amount
-        is not an integer or the amounts that may be summed together reach 2**53 (float sums
-        would then depend on their order), or when
-        :func:`~pipeline.reducers.interval_join.plan` refuses a stretch.
-
-        With line holds, the lines of the events joined and emitted within a stretch are
-        released (:meth:`LineHolds.passed`) as feeding them one by one would release them,
-        unless the caller holds them.
-        """
-        n = len(events)
-        if n < BATCH_MIN or self._kernel_seen:
-            return self._feed_each(events)
-        try:
-            ts = np.fromiter((e.ts_ns for e in events), dtype=np.int64, count=n)
-        except OverflowError:
-            return self._feed_each(events)
-        if np.any(ts[1:] < ts[:-1]):
-            return self._feed_each(events)
-        cuts = interval_join.sweeps(ts, max(self._timeout_ns // 4, 1), self._next_sweep)
-        swept = set(cuts)
-        out: list[Request] = []
-        for lo, hi in itertools.pairwise(sorted({0, *cuts, n})):
-            if lo in swept:  # as feed() does before the event
-                out += self._sweep(int(ts[lo]))
-            stretch = events[lo:hi]
-            batch = hi - lo >= BATCH_MIN and not self._kernel_seen
-            done = self._feed_batch(stretch) if batch else None
-            out += self._feed_each(stretch) if done is None else done
-        return out
-
-    def _feed_each(self, events: Sequence[Event]) -> list[Request]:
-        out: list[Request] = []
-        for e in events:
-            out += self.feed(e)
-        return out
-
-    def _feed_batch(self, events: Sequence[Event]) -> list[Request] | None:
-        """:meth:`feed_many` over arrays, for events none of which is swept before (None:
-        not possible, nothing changed)."""
-        slots, kernel = self._slots, self._kernel_types
-        names = self._domains
-        interned: list[dict[Hashable, int]] = [{} for _ in names]
-        key_list: list[Key] = []
-        o_key: list[int] = []
-        o_row: list[int] = []
-        width = self._slot_count
-        types = self.schema.events
-        kinds = [types.get(e.ev) for e in events]
-        magnitude = 0.0
-        for i, e in enumerate(events):
-            row_slots = slots.get(e.ev)
-            if row_slots is None:
-                if e.ev in kernel:
-                    return None
-                continue
-            attrs = e.attrs
-            for name, d, slot, checked in row_slots:
-                if name in attrs:
-                    v = attrs[name]
-                    if checked:
-                        if isinstance(v, int | float) and not isinstance(v, bool):
-                            magnitude += _magnitude(v)
-                        continue
-                    if type(v) not in _SCALARS:
-                        v = hashable(v)
-                    seen = interned[d]
-                    kid = seen.get(v)
-                    if kid is None:
-                        kid = seen[v] = len(key_list)
-                        key_list.append((names[d], v))
-                    o_key.append(kid)
-                    o_row.append(i * width + slot)
-        graphs = list(self._open)
-        if magnitude + sum(g.magnitude for g in graphs) >= _EXACT:
-            return None
-        at = {id(g): j for j, g in enumerate(graphs)}
-        owner = np.full(len(key_list), -1, dtype=np.int64)
-        live = self._live
-        for kid, key in enumerate(key_list):
-            g = live.get(key)
-            if g is not None:
-                owner[kid] = at[id(g)]
-        keys = set(key_list)
-        rows = np.asarray(o_row, dtype=np.int64)
-        at_slot = rows % width
-        plan = interval_join.plan(
-            np.fromiter((k is not None for k in kinds), dtype=bool, count=len(events)),
-            interval_join.Occurrences(
-                rows // width,
-                np.asarray(o_key, dtype=np.int64),
-                self._slot_bind[at_slot],
-                self._slot_pos[at_slot],
-            ),
-            interval_join.Carried(
-                owner,
-                np.asarray([any(k not in keys for k in g.open) for g in graphs], dtype=bool),
-            ),
-        )
-        if plan is None:
-            return None
-        return self._apply(plan, events, kinds, key_list, keys, graphs)
-
-    def _apply(
-        self,
-        plan: interval_join.Plan,
-        events: Sequence[Event],
-        kinds: list[EventType | None],
-        key_list: list[Key],
-        keys: set[Key],
-        graphs: list[_Graph],
-    ) -> list[Request]:
-        """Emit and carry over the components of ``plan`` (see :meth:`_feed_batch`)."""
-        n = len(events)
-        joined = [i for i, k in enumerate(kinds) if k is not None]
-        self.stats.events += n
-        self.stats.unknown += n - len(joined)
-        base = next(self._order)
-        self._order = itertools.count(base + n)
-        label = plan.label
-        nodes = np.concatenate((np.asarray(joined, dtype=np.int64), n + np.arange(len(graphs))))
-        lab = label[nodes]
-        by = np.argsort(lab, kind="stable")
-        nodes, lab = nodes[by], lab[by]
-        cut = np.flatnonzero(np.concatenate(([True], lab[1:] != lab[:-1])))[: len(lab)]
-        comps = int(label.max()) + 1 if len(label) else 0
-        begin = np.zeros(comps, dtype=np.int64)
-        end = np.zeros(comps, dtype=np.int64)
-        begin[lab[cut]] = cut
-        end[lab[cut]] = np.append(cut[1:], len(lab))
-        order = nodes.tolist()
-        begins, ends = begin.tolist(), end.tolist()
-        out: list[Request] = []
-        passed: list[int] = []  # the batch's events emitted in it
-        for c in plan.emitted.tolist():
-            ids = order[begins[c] : ends[c]]
-            if ids[-1] < n:
-                out += self._emit_new(ids, events, kinds)
-                passed += ids
-            else:
-                new = [i for i in ids if i < n]
-                out += self._emit([graphs[i - n] for i in ids if i >= n], new, events, kinds, base)
-                passed += new
-        roots: dict[int, _Graph] = {}
-        for c in plan.open_components.tolist():
-            ids = order[begins[c] : ends[c]]
-            new = [i for i in ids if i < n]
-            carried = [graphs[i - n] for i in ids if i >= n]
-            roots[c] = self._carry(carried, new, events, kinds, base, keys)
-        live = self._live
-        for kid, a in enumerate(plan.key_anchor.tolist()):
-            key = key_list[kid]
-            if a < 0:
-                live.pop(key, None)
-            else:
-                root = roots[int(label[a])]
-                live[key] = root
-                root.open.add(key)
-        if self._holds is not None:
-            self._holds.passed(events[i].line_no for i in sorted(passed))
-        return out
-
-    def _emit_new(
-        self, ids: list[int], events: Sequence[Event], kinds: list[EventType | None]
-    ) -> list[Request]:
-        """The request (or garbage) of a component of the batch's events ``ids`` alone
-        (ascending: in time order), finished in the batch."""
-        evs = tuple(events[i] for i in ids)
-        seeds = 0
-        seed: Event | None = None
-        resources = dict.fromkeys(self._resources, 0.0)
-        for i in ids:
-            etype = kinds[i]
-            assert etype is not None
-            if etype.seed:
-                seeds += 1
-                if seed is None:
-                    seed = events[i]
-            for attr_name, resource in etype.resource_keys:
-                v = events[i].attrs.get(attr_name)
-                if isinstance(v, int | float) and not isinstance(v, bool):
-                    resources[resource] += v
-        if seed is None:
-            self.stats.garbage_graphs += 1
-            self.stats.garbage_events += len(evs)
-            if self._on_garbage is not None:
-                self._on_garbage(list(evs))
-            return []
-        self.stats.requests += 1
-        attributes = join_attributes(evs, self.schema)
-        return [
-            Request(
-                evs, evs[0].ts_ns, evs[-1].ts_ns, attributes, resources, (), True, seeds, seed, ()
-            )
-        ]
-
-    def _emit(
-        self,
-        carried: list[_Graph],
-        ids: list[int],
-        events: Sequence[Event],
-        kinds: list[EventType | None],
-        base: int,
-    ) -> list[Request]:
-        """The request (or garbage) of a component finished in a batch: the sub-graphs
-        ``carried`` into it and the batch's events ``ids`` (ascending)."""
-        g = _Graph()
-        for old in sorted(carried, key=_first):  # (no kernel lines: see feed_many)
-            self._open.discard(old)
-            if self._holds is not None:
-                for _t, _o, ev in old.events:
-                    self._holds.drop(ev.line_no)
-            g.absorb(old)
-        g.open.clear()
-        self._add_batch(g, ids, events, kinds, base)
-        return self._finish(g, complete=True, held=False)
-
-    def _carry(
-        self,
-        carried: list[_Graph],
-        ids: list[int],
-        events: Sequence[Event],
-        kinds: list[EventType | None],
-        base: int,
-        keys: set[Key],
-    ) -> _Graph:
-        """The sub-graph of a component still open after a batch: the sub-graphs ``carried``
-        into it (the largest absorbing the others) and the batch's events ``ids``; its open
-        intervals of keys the batch did not bind are kept (those it did are set by the
-        caller)."""
-        root = self._merge(carried)  # the batch's keys it re-points are set by the caller
-        root.open = {key for key in root.open if key not in keys}
-        self._add_batch(root, ids, events, kinds, base)
-        if self._holds is not None:
-            for i in ids:
-                self._holds.take(events[i].line_no)
-        self._open.add(root)
-        return root
-
-    def _add_batch(
-        self,
-        g: _Graph,
-        ids: list[int],
-        events: Sequence[Event],
-        kinds: list[EventType | None],
-        base: int,
-    ) -> None:
-        """Events ``ids`` of a batch joined to ``g`` (as :meth:`_add`, without holds)."""
-        resources = g.resources
-        for i in ids:
-            e = events[i]
-            etype = kinds[i]
-            assert etype is not None
-            g.events.append((e.ts_ns, base + i, e))
-            if e.ts_ns > g.last_ns:
-                g.last_ns = e.ts_ns
-            if etype.seed:
-                g.seeds += 1
-            for attr_name, resource in etype.resource_keys:
-                v = e.attrs.get(attr_name)
-                if isinstance(v, int | float) and not isinstance(v, bool):
-                    resources[resource] = resources.get(resource, 0.0) + v
-                    g.magnitude += _magnitude(v)
-
-    def _rebind(self, root: _Graph, starts: list[Key], stops: list[Key]) -> list[Request]:
+    def _rebind(self, root: SubGraph, starts: list[Key], stops: list[Key]) -> list[Request]:
         """Open ``starts`` in ``root`` (closing each in its old owner) and close ``stops``; the
         requests that completed."""
         out: list[Request] = []
@@ -560,11 +213,11 @@ class RequestParser:
             out += self._finish(root, complete=True)
         return out
 
-    def _bindings(self, etype: EventType, e: Event) -> tuple[list[Key], list[Key], list[_Graph]]:
+    def _bindings(self, etype: EventType, e: Event) -> tuple[list[Key], list[Key], list[SubGraph]]:
         """The intervals ``e`` opens and stops, and the sub-graphs owning those it reaches."""
         starts: list[Key] = []
         stops: list[Key] = []
-        owners: list[_Graph] = []
+        owners: list[SubGraph] = []
         attrs, live = e.attrs, self._live
         for name, domain, bind in self._joins[e.ev]:
             if name not in attrs:
@@ -581,7 +234,7 @@ class RequestParser:
                 stops.append(key)
         return starts, stops, owners
 
-    def _add(self, root: _Graph, etype: EventType, e: Event) -> None:
+    def _add(self, root: SubGraph, etype: EventType, e: Event) -> None:
         """``e`` joined to ``root``: held, counted as a seed, its resources summed."""
         root.events.append((e.ts_ns, next(self._order), e))
         if self._holds is not None:
@@ -594,11 +247,11 @@ class RequestParser:
             v = e.attrs.get(attr_name)
             if isinstance(v, int | float) and not isinstance(v, bool):
                 root.resources[resource] = root.resources.get(resource, 0.0) + v
-                root.magnitude += _magnitude(v)
+                root.magnitude += magnitude(v)
 
-    def _merge(self, owners: list[_Graph]) -> _Graph:
+    def _merge(self, owners: list[SubGraph]) -> SubGraph:
         if not owners:
-            return _Graph()
+            return SubGraph()
         root = max(owners, key=lambda g: len(g.events))
         for g in owners:
             if g is root:
@@ -612,7 +265,7 @@ class RequestParser:
             self._open.discard(g)
         return root
 
-    def _finish(self, g: _Graph, complete: bool, held: bool = True) -> list[Request]:
+    def _finish(self, g: SubGraph, complete: bool, held: bool = True) -> list[Request]:
         """Emit ``g`` (a request when seeded, garbage otherwise); ``held``: its lines are
         held by the parser (not those of a batch's events, :meth:`_emit`)."""
         self._open.discard(g)
@@ -628,16 +281,16 @@ class RequestParser:
             self.stats.garbage_graphs += 1
             self.stats.garbage_events += len(g.events)
             if self._on_garbage is not None:
-                self._on_garbage([ev for _t, _o, ev in sorted(g.events, key=_by_time)])
+                self._on_garbage([ev for _t, _o, ev in sorted(g.events, key=by_time)])
             return []
         self.stats.requests += 1
         if not complete:
             self.stats.incomplete += 1
         return [self._request(g, complete)]
 
-    def _request(self, g: _Graph, complete: bool) -> Request:
+    def _request(self, g: SubGraph, complete: bool) -> Request:
         """The request of the seeded sub-graph ``g``."""
-        events = tuple(ev for _t, _o, ev in sorted(g.events, key=_by_time))
+        events = tuple(ev for _t, _o, ev in sorted(g.events, key=by_time))
         return Request(
             events,
             events[0].ts_ns,
@@ -656,7 +309,7 @@ class RequestParser:
         self._next_sweep = now_ns + max(self._timeout_ns // 4, 1)
         cutoff = now_ns - self._timeout_ns
         out: list[Request] = []
-        for g in sorted((g for g in self._open if g.last_ns < cutoff), key=_first):
+        for g in sorted((g for g in self._open if g.last_ns < cutoff), key=began):
             out += self._finish(g, complete=False)
         for tid, (since, line_no) in list(self._inferred.items()):
             if since < cutoff:  # neither seen since nor switched out: no longer known to run
@@ -668,7 +321,7 @@ class RequestParser:
     def close(self) -> list[Request]:
         """End of input: every open sub-graph is flushed (seeded ones as incomplete requests)."""
         out: list[Request] = []
-        for g in sorted(self._open, key=_first):
+        for g in sorted(self._open, key=began):
             out += self._finish(g, complete=False)
         if self._holds is not None:
             for _tid, _since, line_no in self._running.values():
@@ -684,26 +337,6 @@ class RequestParser:
         """Flush the sub-graphs idle for longer than the timeout at time ``now_ns`` (on the
         events' clock): what a source that went quiet still holds."""
         return self._sweep(now_ns)
-
-
-def _magnitude(v: float) -> float:
-    """A resource amount's share of :data:`_EXACT`: its absolute value when it is an integer
-    (or a float that is one), infinite otherwise (its sums depend on their order)."""
-    if type(v) is int:
-        return float(abs(v)) if abs(v) < _EXACT else math.inf
-    if type(v) is float and v.is_integer():
-        return abs(v)
-    return math.inf
-
-
-def _first(g: _Graph) -> tuple[int, int]:
-    """When ``g`` began: its first event's (timestamp, arrival); sub-graphs flushed at once
-    come out in this order."""
-    return min((t, o) for t, o, _e in g.events)
-
-
-def _by_time(item: tuple[int, int, Event]) -> tuple[int, int]:
-    return item[0], item[1]
 
 
 def extract(

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pipeline.records.event_schema import EventSchema, event_schema
 from pipeline.records.events import Event
-from pipeline.reducers import interval_join, request_join
+from pipeline.reducers import batch_join, interval_join
 from pipeline.reducers.line_holds import LineHolds
 from pipeline.reducers.request_join import RequestParser
 from pipeline.reducers.request_record import Request
@@ -129,7 +129,7 @@ def run(events: list[Event], cuts: list[int], one_by_one: bool, queued: bool) ->
 @pytest.fixture(autouse=True)
 def every_batch_in_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches of any length go through the arrays (not only long ones)."""
-    monkeypatch.setattr(request_join, "BATCH_MIN", 1)
+    monkeypatch.setattr(batch_join, "BATCH_MIN", 1)
 
 
 @settings(max_examples=500, deadline=None)
@@ -281,7 +281,7 @@ def test_a_context_switch_turns_the_rest_of_a_batch_to_one_by_one(
         *_log(("Dequeue", {"conn": "c", "tid": 7}), ("ReqStart", {"conn": "c", "tid": 7})),
         Event(30, "ReqEnd", {"conn": "c", "tid": 7}, 4),
     ]
-    monkeypatch.setattr(request_join, "BATCH_MIN", 2)
+    monkeypatch.setattr(batch_join, "BATCH_MIN", 2)
     [got] = Run().batch(log, one_by_one=False)[0]
     [want] = Run().batch(log, one_by_one=True)[0]
     assert got == want

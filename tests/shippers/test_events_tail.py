@@ -18,7 +18,7 @@ from pipeline.formats.events.encode import request_id
 from pipeline.formats.events.workload_model import WorkloadModel
 from pipeline.records.core import Document
 from pipeline.records.event_schema import EventSchema, load_event_schema
-from pipeline.reducers import request_join
+from pipeline.reducers import batch_join
 from pipeline.reducers.canonical import canonical
 from pipeline.reducers.event_order import merge_streams
 from pipeline.reducers.request_join import RequestParser
@@ -65,7 +65,7 @@ def offline(data: bytes, path: str, schema: EventSchema) -> dict[str, Request]:
 def joined(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The tail joins each read event by event, or every piece of it as arrays
     (``RequestParser.feed_many``), however short."""
-    monkeypatch.setattr(request_join, "BATCH_MIN", request.param)
+    monkeypatch.setattr(batch_join, "BATCH_MIN", request.param)
     return str(request.param)
 
 
