@@ -49,7 +49,6 @@ from typing import BinaryIO
 
 import orjson
 
-from pipeline.cli.common import Cluster, settings_from_args
 from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
 from pipeline.formats.events.decode import event_json, parse_event_line, perf_sched_events
@@ -81,7 +80,6 @@ from pipeline.report.request_text import (
     print_requests,
     stitch_summary,
 )
-from pipeline.report.workload import indexed_models
 
 DEFAULT_MACHINE = "default"
 """The machine of unlabelled files."""
@@ -366,6 +364,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _model(args: argparse.Namespace) -> int:
+    # the cluster's client and settings are loaded here only: extraction does not need them
+    from pipeline.cli.common import Cluster, settings_from_args
+    from pipeline.report.workload import indexed_models
+
     settings = settings_from_args(args)
     with Cluster(settings) as cluster:
         models = list(indexed_models(cluster.client, settings.elasticsearch.namespace, args.model))

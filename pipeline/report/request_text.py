@@ -6,12 +6,14 @@ clocks and unattached fragments, and the models as indexed by the ``events`` dro
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from pipeline.records.json import JsonObject
 from pipeline.reducers.stitch import Stitched
 from pipeline.report.request_rows import ClockOffsetRow, EndpointRow, endpoint_dict, offset_dict
-from pipeline.report.workload import ClusterRow, IndexedModel
+
+if TYPE_CHECKING:  # the module queries Elasticsearch: its client is not loaded for printing
+    from pipeline.report.workload import ClusterRow, IndexedModel
 
 
 def print_requests(out: TextIO, rows: Iterable[JsonObject]) -> None:
