@@ -161,6 +161,15 @@ class EventSchema(_Frozen):
             names["sched_cpu_ns"] = None
         return tuple(names)
 
+    @cached_property
+    def sync_roles(self) -> dict[str, tuple[tuple[str, str] | None, str | None]]:
+        """Event type -> its part in the ``sync`` triples: ``(attribute, destination)`` when it
+        is a source (the last triple naming it wins), and the attribute when it is a
+        destination; ``(None, None)`` for an event type in no triple."""
+        sources = {src: (attr, dst) for src, attr, dst in self.sync}
+        dests = {dst: attr for _src, attr, dst in self.sync}
+        return {name: (sources.get(name), dests.get(name)) for name in self.events}
+
 
 def event_schema(data: Mapping[str, Any], source: str) -> EventSchema:
     """Build a schema from its parsed YAML.

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.records.event_schema import EventSchema
 from pipeline.records.events import Event
@@ -40,8 +40,7 @@ NO_THREAD = -1
 """The thread of events that carry none (or one the request does not bind): the root's."""
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
     """One token of a serialised request.
 
     Attributes:
@@ -115,102 +114,95 @@ def _token_text(t: Token) -> str:
     return f"Seg[{','.join(parts)}]"
 
 
-@dataclass
-class _Item:
-    event: Event | None  # None: a segment
-    resources: dict[str, float]
-    resume_key: tuple[str, Hashable] | None = None
-    signal_keys: tuple[tuple[str, Hashable], ...] = ()
+Segment = dict[str, float]
+"""A thread's resource demands between two of its tokens (resource name -> amount)."""
+
+
+_Mark = tuple[Event, tuple[str, Hashable] | None, tuple[str, Hashable] | None]
+"""A token event of a thread: the event, the key it resumes on and the key it signals
+(``(destination event, value)``; None when it does neither)."""
+
+
+Item = Segment | _Mark
+
+
+class _Thread:
+    """One thread's items as they are laid out: its tokens and segments, the open segment,
+    what its events carried so far (attribute -> last value) and the keys it resumes on."""
+
+    __slots__ = ("carried", "items", "resumes", "seg")
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self.seg: Segment = {}
+        self.carried: dict[str, object] = {}
+        self.resumes: list[tuple[str, Hashable]] = []
 
 
 def canonical(request: Request, schema: EventSchema) -> Canonical:
-    """The canonical form of ``request`` (see the module docstring)."""
+    """The canonical form of ``request`` (see the module docstring).
+
+    One pass over the events lays out every thread's items (tokens and the segments between
+    them); the threads' Resume keys are then registered in order of each thread's first event.
+
+    Raises:
+        KeyError: an event of a type the schema does not declare.
+    """
     thread_attr = schema.parser.thread_attr
     threads = set(request.attributes.get(thread_attr, ()))
-    root = _tid(request.seed, thread_attr, threads)
-    by_thread: dict[int, list[Event]] = {}
+    seed, last = request.seed, request.events[-1]
+    root = _tid(seed.attrs.get(thread_attr), threads)
+    use_slices = bool(request.cpu)
+    types, roles = schema.events, schema.sync_roles
+    laid: dict[int, _Thread] = {}
     for e in request.events:
-        tid = _tid(e, thread_attr, threads)
-        by_thread.setdefault(root if tid == NO_THREAD else tid, []).append(e)
-    sources = {src: (attr, dst) for src, attr, dst in schema.sync}
-    dests = {dst: attr for _src, attr, dst in schema.sync}
-    items: dict[int, list[_Item]] = {}
+        attrs = e.attrs
+        tid = _tid(attrs.get(thread_attr), threads)
+        if tid == NO_THREAD:
+            tid = root
+        th = laid.get(tid)
+        if th is None:
+            th = laid[tid] = _Thread()
+        th.carried.update(attrs)
+        seg = th.seg
+        for attr_name, resource in types[e.ev].resource_keys:
+            if use_slices and resource == "cpu_ns":
+                continue
+            v = attrs.get(attr_name)
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                seg[resource] = seg.get(resource, 0.0) + v
+        src, dst_attr = roles[e.ev]
+        if not (e is seed or src is not None or dst_attr is not None or e is last):
+            continue
+        if seg:
+            th.items.append(seg)
+            th.seg = {}
+        signal_key = resume_key = None
+        if src is not None:
+            signal_key = (src[1], hashable(th.carried.get(src[0])))
+        if dst_attr is not None:
+            resume_key = (e.ev, hashable(th.carried.get(dst_attr)))
+            th.resumes.append(resume_key)
+        th.items.append((e, resume_key, signal_key))
     resumes: dict[tuple[str, Hashable], int] = {}  # (dst event, value) -> thread resuming
-    for tid, events in by_thread.items():
-        items[tid] = _thread_items(tid, events, request, schema, sources, dests, resumes)
+    items: dict[int, list[Item]] = {}
+    for tid, th in laid.items():
+        if th.seg:
+            th.items.append(th.seg)
+        items[tid] = th.items
+        for key in th.resumes:
+            resumes.setdefault(key, tid)
     if request.cpu:
         _add_slices(request, items, root)
     return _schedule(request, items, resumes, root)
 
 
-def _thread_items(
-    tid: int,
-    events: list[Event],
-    request: Request,
-    schema: EventSchema,
-    sources: Mapping[str, tuple[str, str]],
-    dests: Mapping[str, str],
-    resumes: dict[tuple[str, Hashable], int],
-) -> list[_Item]:
-    """One thread's tokens (the seed, Signals, Resumes, the request's last event) and the
-    segments of resource demands between them; each Resume's key goes into ``resumes``."""
-    use_slices, seed, last = bool(request.cpu), request.seed, request.events[-1]
-    carried: dict[str, object] = {}
-    seg: dict[str, float] = {}
-    out: list[_Item] = []
-    for e in events:
-        carried.update(e.attrs)
-        _add_demands(seg, e, schema, use_slices)
-        src = sources.get(e.ev)
-        dst_attr = dests.get(e.ev)
-        if not (e is seed or src is not None or dst_attr is not None or e is last):
-            continue
-        if seg:
-            out.append(_Item(None, seg))
-            seg = {}
-        out.append(_token_item(e, tid, carried, src, dst_attr, resumes))
-    if seg:
-        out.append(_Item(None, seg))
-    return out
-
-
-def _token_item(
-    e: Event,
-    tid: int,
-    carried: Mapping[str, object],
-    src: tuple[str, str] | None,
-    dst_attr: str | None,
-    resumes: dict[tuple[str, Hashable], int],
-) -> _Item:
-    """The token of ``e``: a Signal's key (``src``: its attribute and destination event), a
-    Resume's key (``dst_attr``), valued with what its thread ``carried``."""
-    item = _Item(e, {})
-    if src is not None:
-        attr, dst = src
-        item.signal_keys = ((dst, hashable(carried.get(attr))),)
-    if dst_attr is not None:
-        item.resume_key = (e.ev, hashable(carried.get(dst_attr)))
-        resumes.setdefault(item.resume_key, tid)
-    return item
-
-
-def _add_demands(seg: dict[str, float], e: Event, schema: EventSchema, use_slices: bool) -> None:
-    """``e``'s resources added to the open segment: they were used before it (``cpu_ns``: since
-    the thread's last event), the application's ``cpu_ns`` only when there are no CPU slices."""
-    for attr_name, resource in schema.events[e.ev].resource_keys:
-        v = e.attrs.get(attr_name)
-        if resource == "cpu_ns" and use_slices:
-            continue
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            seg[resource] = seg.get(resource, 0.0) + v
-
-
-def _tid(e: Event, thread_attr: str, threads: set[Any]) -> int:
-    tid = e.attrs.get(thread_attr)
+def _tid(tid: object, threads: set[Any]) -> int:
+    """The thread an event is on: its thread attribute when the request bound it."""
     return tid if isinstance(tid, int) and tid in threads else NO_THREAD
 
 
-def _add_slices(request: Request, items: dict[int, list[_Item]], root: int) -> None:
+def _add_slices(request: Request, items: dict[int, list[Item]], root: int) -> None:
     """Each CPU slice into the segment of its thread that holds its end (slices are split at
     the thread's events, so none straddles a token)."""
     for c in request.cpu:
@@ -221,21 +213,26 @@ def _add_slices(request: Request, items: dict[int, list[_Item]], root: int) -> N
         # the item after which the slice ends: the last token at or before its end
         at = 0
         for i, it in enumerate(seq):
-            if it.event is not None and it.event.ts_ns < c.end_ns:
+            if isinstance(it, dict):
+                continue
+            if it[0].ts_ns < c.end_ns:
                 at = i + 1
-            elif it.event is not None:
+            else:
                 break
-        if at < len(seq) and seq[at].event is None:
-            target = seq[at]
-        else:
-            target = _Item(None, {})
+        target = seq[at] if at < len(seq) else None
+        if not isinstance(target, dict):
+            target = {}
             seq.insert(at, target)
-        target.resources["cpu_ns"] = target.resources.get("cpu_ns", 0.0) + (c.end_ns - c.start_ns)
+        target["cpu_ns"] = target.get("cpu_ns", 0.0) + (c.end_ns - c.start_ns)
+
+
+def _first_ts(seq: list[Item], default: int) -> int:
+    return next((it[0].ts_ns for it in seq if not isinstance(it, dict)), default)
 
 
 def _schedule(
     request: Request,
-    items: dict[int, list[_Item]],
+    items: dict[int, list[Item]],
     resumes: dict[tuple[str, Hashable], int],
     root: int,
 ) -> Canonical:
@@ -243,12 +240,12 @@ def _schedule(
     threads no Signal reached in order of first event (see the module docstring)."""
     walk = _Walk(items, resumes)
     walk.thread(root, 0)
-    for tid in sorted(
-        (t for t in items if t not in walk.walked),
-        key=lambda t: next((i.event.ts_ns for i in items[t] if i.event is not None), 0),
-    ):
-        first = next((i.event.ts_ns for i in items[tid] if i.event is not None), request.start_ns)
-        walk.thread(tid, max(0, first - request.start_ns))
+    if len(walk.walked) < len(items):
+        for tid in sorted(
+            (t for t in items if t not in walk.walked), key=lambda t: _first_ts(items[t], 0)
+        ):
+            first = _first_ts(items[tid], request.start_ns)
+            walk.thread(tid, max(0, first - request.start_ns))
     totals: dict[str, float] = {}
     for t in walk.tokens:
         for k, v in t.resources.items():
@@ -261,7 +258,7 @@ class _Walk:
     """The depth-first walk of the serialisation: tokens in order, each with its start."""
 
     def __init__(
-        self, items: dict[int, list[_Item]], resumes: dict[tuple[str, Hashable], int]
+        self, items: dict[int, list[Item]], resumes: dict[tuple[str, Hashable], int]
     ) -> None:
         self.items = items
         self.resumes = resumes
@@ -274,17 +271,19 @@ class _Walk:
         """Walk thread ``tid`` from ``clock`` ns, descending at each Signal into the thread it
         resumes (when not walked already)."""
         self.walked.add(tid)
+        tokens, signals, new = self.tokens, self.signals, tuple.__new__
         for it in self.items[tid]:
-            if it.event is None:
-                if it.resources:
-                    self.tokens.append(Token("Seg", tid, dict(sorted(it.resources.items())), clock))
-                clock += int(it.resources.get("cpu_ns", 0.0))
+            if isinstance(it, dict):
+                if it:
+                    tokens.append(new(Token, ("Seg", tid, dict(sorted(it.items())), clock)))
+                clock += int(it.get("cpu_ns", 0.0))
                 continue
-            if it.resume_key is not None and it.resume_key in self.signals:
-                clock = max(clock, self.signals[it.resume_key])
-            self.tokens.append(Token(it.event.ev, tid, {}, clock))
-            for key in it.signal_keys:
-                self.signals[key] = clock
+            event, resume_key, key = it
+            if resume_key is not None and resume_key in signals:
+                clock = max(clock, signals[resume_key])
+            tokens.append(new(Token, (event.ev, tid, {}, clock)))
+            if key is not None:
+                signals[key] = clock
                 child = self.resumes.get(key)
                 if child is not None and child not in self.walked:
                     self.thread(child, clock)
