@@ -143,6 +143,7 @@ def worker(stage: str, path: Path, root: Path, keep_forms: bool = False) -> int:
         return 0
     import yaml
 
+    _tune_collector()
     event_schema = _first("event_schema", "records.event_schema", "parsers.event_schema")
     schema = event_schema(yaml.safe_load(SCHEMA.read_text()), str(SCHEMA))
     if stage == "tail":
@@ -239,6 +240,14 @@ def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:
         "sizes": [cl.size for cl in model.clusters],
         "outliers": outliers,
     }
+
+
+def _tune_collector() -> None:
+    """The garbage collector as the ``iolens`` command sets it, in a tree that does."""
+    import contextlib
+
+    with contextlib.suppress(ImportError):
+        _first("tune_collector", "cli.main")()
 
 
 def _first(name: str, *modules: str) -> Any:
@@ -451,6 +460,8 @@ def phases_worker(path: Path, root: Path) -> int:
     import yaml
 
     from pipeline.records.event_schema import event_schema
+
+    _tune_collector()
 
     spent: dict[str, float] = {}
     clock = time.perf_counter  # the thread is alone: wall ~ CPU, and far cheaper to read

@@ -7,6 +7,7 @@ the Elasticsearch client or the configuration machinery.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import sys
@@ -69,6 +70,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+COLLECTOR_THRESHOLDS = (50_000, 20, 100)
+"""The cyclic garbage collector's thresholds (:func:`gc.set_threshold`) in every command. The
+pipeline makes many short-lived objects (a parsed line, an event, a document) and few
+reference cycles; at Python's default (700, 10, 10) the collector scans them every 700
+allocations and costs about a tenth of the CPU of shipping an event log (``bench/requests.py``).
+Cyclic garbage waits at most 50,000 allocations."""
+
+
+def tune_collector() -> None:
+    """Set :data:`COLLECTOR_THRESHOLDS` (``iolens`` does so before any command runs)."""
+    gc.set_threshold(*COLLECTOR_THRESHOLDS)
+
+
 def command_module(name: str) -> ModuleType:
     """The module implementing subcommand ``name``."""
     return importlib.import_module(COMMANDS[name][0])
@@ -108,6 +122,7 @@ def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``iolens`` console script; returns the exit status."""
+    tune_collector()
     args_in = list(sys.argv[1:] if argv is None else argv)
     wanted = next((a for a in args_in if a in COMMANDS), None)
     args = build_parser(wanted).parse_args(args_in)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import http.server
 import shutil
 import threading
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.main import main
+from pipeline.cli.main import COLLECTOR_THRESHOLDS, main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "fio" / "samples"
 
@@ -243,3 +244,14 @@ def test_run_once_exits_75_when_the_spool_fills(
     assert "documents were neither delivered nor spooled (the spool is full" in out
     spooled = sum(p.stat().st_size for p in (tmp_path / "s" / "spool").glob("seg-*"))
     assert 0 < spooled <= 60000
+
+
+def test_a_command_runs_with_the_collector_tuned(capsys: pytest.CaptureFixture[str]) -> None:
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        assert main(["config", "example"]) == 0
+        assert gc.get_threshold() == COLLECTOR_THRESHOLDS == (50_000, 20, 100)
+    finally:
+        gc.set_threshold(*before)
+    assert "elasticsearch:" in capsys.readouterr().out
