@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.formats.fio.encode import FioSource, RecordFields, histogram_document
 from pipeline.formats.fio.window import WindowTracker, histogram_stats
@@ -142,3 +145,26 @@ def test_latency_document_id_changes_with_its_inputs() -> None:
 )
 def test_iso_ms_truncates_to_the_millisecond(epoch_ms: float, text: str) -> None:
     assert iso_ms(epoch_ms) == text
+
+
+def _iso_ms_by_datetime(epoch_ms: float) -> str:
+    dt = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return dt.isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+@given(
+    st.floats(min_value=-62_135_596_800_000.0, max_value=253_402_300_799_999.0)
+    | st.integers(min_value=-62_135_596_800_000, max_value=253_402_300_799_999)
+    | st.integers(0, 10**6).map(lambda k: 1_795_633_339_000 + k / 1000)
+)
+def test_iso_ms_writes_what_datetime_writes(epoch_ms: float) -> None:
+    """Every time :class:`datetime` holds, fractions at the microsecond's rounding edges
+    included, and the same second twice in a row."""
+    assert iso_ms(epoch_ms) == _iso_ms_by_datetime(epoch_ms)
+    assert iso_ms(epoch_ms) == _iso_ms_by_datetime(epoch_ms)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e17])
+def test_iso_ms_refuses_what_datetime_refuses(bad: float) -> None:
+    with pytest.raises((ValueError, OverflowError)):
+        iso_ms(bad)
