@@ -97,3 +97,28 @@ def lab_client(url: str, lab_dir: Path) -> Iterator[Elasticsearch]:
     finally:
         client.close()
         stop_detached(lab_dir / "noida-db")
+
+
+def one_incident(client: Elasticsearch, namespace: str) -> dict[str, Any]:
+    """The lab's one incident document; when there are more or none, fail with what each holds
+    (LUN, start, end, status, id) and the faulty windows of every LUN, to tell a second LUN
+    flagged from one incident indexed twice."""
+    found = lab_docs(client, f"logs-iolens.incident-{namespace}")
+    if len(found) == 1:
+        return found[0]
+    lines = [f"{len(found)} incidents:"]
+    for d in sorted(found, key=lambda d: d["iolens"]["incident"]["start"]):
+        inc = d["iolens"]["incident"]
+        lines.append(
+            f"  {inc['lun']} {inc['start']} .. {inc.get('end')} {inc['status']} id={d['_id']} "
+            f"lease={d['iolens'].get('lease')} @timestamp={d['@timestamp']}"
+        )
+    faulty = lab_docs(
+        client, f"metrics-iolens.peer_anomaly-{namespace}", {"term": {"iolens.faulty": True}}
+    )
+    per_lun: dict[str, list[str]] = {}
+    for d in sorted(faulty, key=lambda d: d["iolens"]["peer"]["window"]["end_s"]):
+        peer = d["iolens"]["peer"]
+        per_lun.setdefault(peer["lun"], []).append(f"{peer['metric']}@{peer['window']['end_s']}")
+    lines += [f"  faulty {lun}: {' '.join(ws)}" for lun, ws in sorted(per_lun.items())]
+    pytest.fail("\n".join(lines))

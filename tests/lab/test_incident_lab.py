@@ -21,7 +21,7 @@ from elasticsearch import Elasticsearch
 from pipeline.lab.params import LabParams, LabResult
 from pipeline.lab.run import Lab
 from pipeline.sink.embedded import free_port
-from tests.lab.conftest import lab_client, lab_docs
+from tests.lab.conftest import lab_client, lab_docs, one_incident
 
 NS = "labtest"
 SLOW = 5
@@ -116,7 +116,7 @@ def test_the_mpi_job_is_diagnosed_with_its_file_on_the_slowed_lun(lab) -> None:
 
 def test_one_closed_incident_with_exactly_the_affected_jobs(lab) -> None:
     r, client = lab
-    [doc] = docs(client, "logs-iolens.incident")
+    doc = one_incident(client, NS)
     assert r.incidents == [{k: v for k, v in doc.items() if k != "_id"}]
     inc = doc["iolens"]["incident"]
     assert (inc["lun"], inc["mount_point"], inc["status"]) == (r.slow_lun, r.mounts[SLOW], "closed")

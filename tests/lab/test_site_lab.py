@@ -21,7 +21,7 @@ from elasticsearch import Elasticsearch
 from pipeline.lab.params import LabParams, LabResult
 from pipeline.lab.site import SiteLab
 from pipeline.sink.embedded import free_port
-from tests.lab.conftest import lab_client, lab_docs
+from tests.lab.conftest import lab_client, lab_docs, one_incident
 
 NS = "sitetest"
 SLOW = 5
@@ -86,7 +86,7 @@ def test_the_mpi_job_ran_a_rank_on_the_host_of_each_of_its_luns(site) -> None:
 
 def test_one_closed_incident_with_the_mpi_job_and_the_luns_fio_job(site) -> None:
     r, client = site
-    [doc] = docs(client, "logs-iolens.incident")
+    doc = one_incident(client, NS)
     inc = doc["iolens"]["incident"]
     assert (inc["lun"], inc["status"]) == (r.slow_lun, "closed")
     # fio logs do not name a device: breaches join by time, and a loaded machine can add
