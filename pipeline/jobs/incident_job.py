@@ -35,6 +35,8 @@ from pipeline.reducers.incident import (
     JobOnLun,
     LunWindow,
     Span,
+    StoredIncident,
+    continued,
     correlate,
     spans,
 )
@@ -164,20 +166,24 @@ class IncidentJob:
 
     def _spans(self, now: float) -> list[Span]:
         """The stretches that started within the look-back, or are still open (windows read
-        from far enough before for the streaks that made their LUNs faulty)."""
+        from far enough before for the streaks that made their LUNs faulty); one that is an
+        incident already stored keeps its id (:func:`~pipeline.reducers.incident.continued`)."""
         cfg = self.settings.incident
-        since = min(now - cfg.lookback_s, self._open_since(now)) - cfg.gap_s
+        stored = self._stored_incidents(now - cfg.lookback_s - cfg.gap_s)
+        opened = [i.start_s for i in stored if i.open]
+        since = min([now - cfg.lookback_s, *opened]) - cfg.gap_s
         for stream in ("metrics-iolens.peer_anomaly", "logs-iolens.io_diagnosis"):
             refresh(self.client, f"{stream}-{self.ns}")
         peer = self.settings.peer
         lead = peer.ma_width * peer.downsample_s
         reach = (peer.win_size + 2 * peer.k * peer.win_shift) * peer.downsample_s + lead
         windows = self._windows(since - reach)
-        return [
+        found = [
             s
             for s in spans(windows, cfg.gap_s, lead, now_s=now, stale_s=cfg.lookback_s)
             if s.start_s >= since
         ]
+        return continued(found, stored, cfg.gap_s)
 
     def _documents(self, incidents: Iterable[Incident]) -> list[tuple[str, IolensIncidentSource]]:
         ctx = self.ctx or DocContext(namespace=self.ns)
@@ -196,17 +202,24 @@ class IncidentJob:
         index = f"{stream}-{self.ns}"
         yield from iter_hits(self.client, index, {"bool": {"filter": list(filters)}}, sort)
 
-    def _open_since(self, now: float) -> float:
-        """Start of the earliest open incident (``now`` when none is open)."""
-        starts = [
-            _epoch_s(h["_source"]["iolens"]["incident"]["start"])
+    def _stored_incidents(self, since: float) -> list[StoredIncident]:
+        """The incidents stored (by this instance or another) that are open or started
+        since ``since`` (Unix s)."""
+        either: Query = {
+            "bool": {
+                "should": [{"term": {"iolens.incident.status": "open"}}, _range(since)],
+                "minimum_should_match": 1,
+            }
+        }
+        return [
+            StoredIncident(inc["id"], inc["lun"], _epoch_s(inc["start"]), inc["status"] == "open")
             for h in self._hits(
                 f"logs-{INCIDENT_DATASET}",
-                [{"term": {"iolens.incident.status": "open"}}],
+                [either],
                 [{"@timestamp": "asc"}, {"iolens.incident.id": "asc"}],
             )
+            for inc in (h["_source"]["iolens"]["incident"],)
         ]
-        return min(starts, default=now)
 
     def _windows(self, since: float) -> Iterator[LunWindow]:
         """Every window since ``since`` of the LUNs faulty in that time."""

@@ -71,6 +71,8 @@ class Span:
             that lasts covers the time between the first one's end and the start of the last
             one's raw samples (its start minus the moving average's reach). A job whose run
             overlaps it was hit.
+        continues: the id of the open incident, stored by an earlier run, that this stretch
+            is (:func:`continued`); None: its own.
     """
 
     lun: str
@@ -82,10 +84,14 @@ class Span:
     windows: int
     max_score: float
     slow_s: tuple[float, float] = (0.0, 0.0)
+    continues: str | None = None
 
     @property
     def id(self) -> str:
-        """Deterministic incident id: the LUN and the start (stable while it is open)."""
+        """The incident's id: that of the stored open incident it :attr:`continues`, else
+        the LUN and the start, so that it is the same on every run."""
+        if self.continues is not None:
+            return self.continues
         return doc_id(INCIDENT_DATASET, self.lun, f"{self.start_s:.3f}")
 
 
@@ -189,6 +195,50 @@ def spans(
         by_lun.setdefault(lun, []).extend(_series_spans(wins, gap_s, lead_s, stale=stale))
     out = [m for found in by_lun.values() for m in _merge(found, gap_s)]
     out.sort(key=lambda s: (s.start_s, s.lun))
+    return out
+
+
+@dataclass(frozen=True)
+class StoredIncident:
+    """An incident as an earlier run stored it: its id, LUN, start (Unix s) and whether it
+    was open."""
+
+    id: str
+    lun: str
+    start_s: float
+    open: bool = True
+
+
+def continued(found: Sequence[Span], stored: Iterable[StoredIncident], gap_s: float) -> list[Span]:
+    """``found`` with each stretch that is a stored incident keeping that incident's id.
+
+    A stretch's start can move between runs while it is open: another metric of the LUN turns
+    faulty, and the streak that made it so began earlier than the first one's. The stored
+    incident of the same LUN whose start lies within the stretch (``gap_s`` either side) is
+    then the same incident: the first such stretch continues it under its id, open or closed
+    since, rather than opening a second one. A stretch keeps its own id when that one is
+    stored. (Stretches of one LUN are more than ``gap_s`` apart, so an earlier incident of
+    the LUN is never taken for a later one.)
+
+    Args:
+        found: the stretches of this run (:func:`spans`).
+        stored: the incidents stored that this run may find again (open, or started within
+            its look-back).
+        gap_s: as in :func:`spans`.
+    """
+    stored = list(stored)
+    kept = {i.id for i in stored}
+    own = {s.id for s in found}
+    waiting = sorted((i for i in stored if i.id not in own), key=lambda i: (i.start_s, i.id))
+    out = []
+    for s in found:
+        if s.id not in kept:
+            for i in waiting:
+                if i.lun == s.lun and s.start_s - gap_s <= i.start_s <= s.last_s + gap_s:
+                    waiting.remove(i)
+                    s = replace(s, continues=i.id)
+                    break
+        out.append(s)
     return out
 
 

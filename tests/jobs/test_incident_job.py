@@ -1,7 +1,8 @@
 """The incident job against the embedded server: documents built by the pipeline's own
 builders (peer windows, merged fio latencies) and diagnoses in the mapped shape go in; one
 incident comes out, is updated in place (same ``_id``) when it closes, is not written again
-when nothing changed, and keeps its id when its start falls out of the look-back."""
+when nothing changed, and keeps its id when its start falls out of the look-back or moves
+earlier."""
 
 from __future__ import annotations
 
@@ -47,16 +48,16 @@ def settings(ns: str) -> Settings:
     )
 
 
-def windows(ctx: DocContext, verdicts: str, first: int = 0) -> list[Any]:
-    """One window per character for the slow LUN ('.', 'a' anomalous, 'F' faulty too, 'f'
-    faulty only), the others normal; window i ends at T0 + 30 + 10 i."""
+def windows(ctx: DocContext, verdicts: str, first: int = 0, metric: str = "await") -> list[Any]:
+    """One window of ``metric`` per character for the slow LUN ('.', 'a' anomalous, 'F' faulty
+    too, 'f' faulty only), the others normal; window i ends at T0 + 30 + 10 i."""
     docs = []
     for i, c in enumerate(verdicts, start=first):
         end = T0 + 30 + 10 * i
         for dev in LUNS:
             slow = dev == SLOW
             v = PeerVerdict(
-                "lab", "await", "vm", dev, i, end - 29, end, 30.0,
+                "lab", metric, "vm", dev, i, end - 29, end, 30.0,
                 100.0 if slow and c in "aF" else 0.0, 5.0, 2.0, 12,
                 slow and c in "aF", slow and c in "Ff",
             )  # fmt: skip
@@ -161,3 +162,40 @@ def test_an_incident_is_written_updated_in_place_and_kept(client: Elasticsearch)
     now[0] = T0 + 2000.0
     assert job.run() == 0
     assert [h["_id"] for h in incidents(client, ns)] == [hit["_id"]]
+
+
+def test_an_incident_whose_start_moves_earlier_stays_one_document(client: Elasticsearch) -> None:
+    """A second metric of the slow LUN turns faulty after the incident opened, from a streak
+    that began before the first metric's: the incident's start moves earlier, and the stored
+    incident is updated under its id rather than a second one opened (and so it stays once
+    it closed)."""
+    ns = f"inc{uuid.uuid4().hex[:8]}"
+    ctx = DocContext(namespace=ns)
+    install(client, load_templates(), detect(client))
+    now = [T0 + 200.0]
+    job = IncidentJob(client, settings(ns), lambda: True, lambda: now[0])
+    index(client, windows(ctx, ".....aaFFFFFF"))
+    assert job.run() == 1
+    [opened] = incidents(client, ns)
+    assert opened["_source"]["iolens"]["incident"]["start"] == "2026-11-18T11:08:00.000Z"
+
+    index(client, windows(ctx, "...aaaaFFFFFF", metric="util"))  # its streak began at window 3
+    assert job.run() == 1
+    [moved] = incidents(client, ns)
+    inc = moved["_source"]["iolens"]["incident"]
+    assert (moved["_id"], inc["id"], inc["status"]) == (opened["_id"], opened["_id"], "open")
+    assert inc["start"] == "2026-11-18T11:07:40.000Z"  # window 3 ends at T0 + 60
+
+    for metric in ("await", "util"):
+        index(client, windows(ctx, ".....", first=13, metric=metric))
+    now[0] = T0 + 260.0
+    assert job.run() == 1
+    [closed] = incidents(client, ns)
+    inc = closed["_source"]["iolens"]["incident"]
+    assert (closed["_id"], inc["status"], inc["start"]) == (
+        opened["_id"],
+        "closed",
+        "2026-11-18T11:07:40.000Z",
+    )
+    assert job.run() == 0  # closed, found again under the id it was stored with
+    assert [h["_id"] for h in incidents(client, ns)] == [opened["_id"]]

@@ -1,6 +1,15 @@
 """Incidents from peer-comparison windows, fio breaches and diagnosed Darshan jobs."""
 
-from pipeline.reducers.incident import Breach, JobOnLun, LunWindow, Span, correlate, spans
+from pipeline.reducers.incident import (
+    Breach,
+    JobOnLun,
+    LunWindow,
+    Span,
+    StoredIncident,
+    continued,
+    correlate,
+    spans,
+)
 
 
 def win(lun: str, end: float, anomalous: bool = False, faulty: bool = False, score: float = 0.0):
@@ -125,3 +134,22 @@ def test_metrics_are_streaks_of_their_own_and_one_incident_per_lun() -> None:
     (both,) = spans(wait + util, gap_s=30.0)
     assert (both.start_s, both.id) == (alone.start_s, alone.id)  # util does not move it
     assert (both.windows, both.last_s, both.closed) == (4, 1050.0, True)
+
+
+def test_a_stretch_continues_the_stored_incident_its_start_moved_away_from() -> None:
+    moved = Span("vm/loop3", "lab", "util", 900.0, 1200.0, False, 14, 100.0)
+    later = Span("vm/loop3", "lab", "await", 2000.0, 2100.0, False, 3, 90.0)
+    other = Span("vm/loop1", "lab", "await", 1000.0, 1100.0, False, 5, 90.0)
+    stored = [
+        StoredIncident("was-1000", "vm/loop3", 1000.0),  # the first run's start of `moved`
+        StoredIncident("long-ago", "vm/loop3", 100.0, open=False),  # an earlier incident
+        StoredIncident(other.id, "vm/loop1", 1000.0),  # stored under its own id
+    ]
+    out = continued([moved, later, other], stored, gap_s=30.0)
+    assert [s.id for s in out] == ["was-1000", later.id, other.id]
+    assert out[0].start_s == 900.0 and out[0].continues == "was-1000"
+    assert (out[1], out[2]) == (later, other)
+    # a stored id goes to one stretch only, and a stretch stored under its own id keeps it
+    again = continued([moved, moved], [StoredIncident("was-1000", "vm/loop3", 1000.0)], 30.0)
+    assert [s.id for s in again] == ["was-1000", moved.id]
+    assert continued([moved], [StoredIncident(moved.id, "vm/loop3", 900.0)], 30.0) == [moved]
