@@ -244,10 +244,11 @@ def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:
 
 def _tune_collector() -> None:
     """The garbage collector as the ``iolens`` command sets it, in a tree that does."""
-    import contextlib
+    import importlib
 
-    with contextlib.suppress(ImportError):
-        _first("tune_collector", "cli.main")()
+    tune = getattr(importlib.import_module("pipeline.cli.main"), "tune_collector", None)
+    if tune is not None:
+        tune()
 
 
 def _first(name: str, *modules: str) -> Any:
