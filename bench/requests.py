@@ -215,12 +215,12 @@ def extract_worker(schema: Any, path: Path, cluster: bool) -> dict[str, Any]:
 
 def cluster_kept(schema: Any, path: Path) -> dict[str, Any]:
     """The cluster stage as first written: every canonical form kept, clustered at the end."""
-    from pipeline.formats.events.decode import parse_events
     from pipeline.reducers.canonical import canonical
     from pipeline.reducers.event_order import merge_streams
     from pipeline.reducers.request_cluster import Clusterer
     from pipeline.reducers.request_join import RequestParser
 
+    parse_events = _first("parse_events", "formats.events.decode", "parsers.events")
     start = time.process_time()
     parser = RequestParser(schema)
     forms = []
