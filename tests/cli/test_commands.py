@@ -251,7 +251,7 @@ def test_a_command_runs_with_the_collector_tuned(capsys: pytest.CaptureFixture[s
     gc.set_threshold(700, 10, 10)
     try:
         assert main(["config", "example"]) == 0
-        assert gc.get_threshold() == COLLECTOR_THRESHOLDS == (50_000, 20, 100)
+        assert gc.get_threshold() == COLLECTOR_THRESHOLDS == (50_000, 10, 10)
     finally:
         gc.set_threshold(*before)
     assert "elasticsearch:" in capsys.readouterr().out
