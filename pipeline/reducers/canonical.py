@@ -147,6 +147,7 @@ def canonical(request: Request, schema: EventSchema) -> Canonical:
 
     Raises:
         KeyError: an event of a type the schema does not declare.
+        IndexError: a request without events (the join emits none).
     """
     thread_attr = schema.parser.thread_attr
     threads = set(request.attributes.get(thread_attr, ()))

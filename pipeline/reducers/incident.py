@@ -217,8 +217,9 @@ def continued(found: Sequence[Span], stored: Iterable[StoredIncident], gap_s: fl
     incident of the same LUN whose start lies within the stretch (``gap_s`` either side) is
     then the same incident: the first such stretch continues it under its id, open or closed
     since, rather than opening a second one. A stretch keeps its own id when that one is
-    stored. (Stretches of one LUN are more than ``gap_s`` apart, so an earlier incident of
-    the LUN is never taken for a later one.)
+    stored. Stretches of one LUN are more than ``gap_s`` apart, and an incident that began
+    more than ``gap_s`` before a stretch is not taken for it; a stored start that lies between
+    two stretches less than ``2 gap_s`` apart goes to the earlier one.
 
     Args:
         found: the stretches of this run (:func:`spans`).
