@@ -71,8 +71,8 @@ class Span:
             that lasts covers the time between the first one's end and the start of the last
             one's raw samples (its start minus the moving average's reach). A job whose run
             overlaps it was hit.
-        continues: the id of the open incident, stored by an earlier run, that this stretch
-            is (:func:`continued`); None: its own.
+        continues: the id of the incident, stored by an earlier run (open then, or within the
+            look-back), that this stretch is (:func:`continued`); None: its own.
     """
 
     lun: str
@@ -88,8 +88,8 @@ class Span:
 
     @property
     def id(self) -> str:
-        """The incident's id: that of the stored open incident it :attr:`continues`, else
-        the LUN and the start, so that it is the same on every run."""
+        """The incident's id: that of the stored incident it :attr:`continues`, else the LUN
+        and the start, so that it is the same on every run."""
         if self.continues is not None:
             return self.continues
         return doc_id(INCIDENT_DATASET, self.lun, f"{self.start_s:.3f}")
