@@ -27,7 +27,7 @@ which may differ from the programme in the last bit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pipeline.reducers.canonical import Canonical
 
@@ -55,38 +55,55 @@ class Profile:
     """What comparisons need of one serialised request, computed once.
 
     Attributes:
-        kinds: each token's kind.
-        vectors: each token's weighted resources.
-        costs: what inserting or deleting each token costs (``c0 + |r|``).
-        mass: what deleting every token costs (the sum of ``costs``).
         shape: each token's kind and resource names: two requests of one shape are compared
             on their ``values`` first.
-        values: every token's resource amounts, in token then name order.
+        values: every token's resource amounts (ms of CPU, KiB), in token then name order.
+        mass: what deleting every token costs (the sum of ``costs``).
         c0: the structural cost it was made with.
+        kinds, vectors, costs: each token's kind, weighted resources and what inserting or
+            deleting it costs (``c0 + |r|``); derived from ``shape`` and ``values`` when first
+            asked for (most comparisons are between requests of one shape and need only
+            ``values``).
     """
 
-    __slots__ = ("_bins", "c0", "costs", "kinds", "mass", "shape", "values", "vectors")
+    __slots__ = ("_bins", "_costs", "_vectors", "c0", "mass", "shape", "values")
 
-    def __init__(self, items: Sequence[Item], c0: float) -> None:
-        kinds: list[str] = []
-        costs: list[float] = []
-        shape: list[tuple[str, tuple[str, ...]]] = []
-        values: list[float] = []
-        for kind, r in items:
-            kinds.append(kind)
-            if r:
-                costs.append(c0 + norm(r))
-                shape.append((kind, tuple(name for name, _v in r)))
-                values += [v for _name, v in r]
-            else:
-                costs.append(c0 + 0)
-                shape.append((kind, ()))
-        self.kinds, self.costs, self.shape = tuple(kinds), tuple(costs), tuple(shape)
-        self.vectors = tuple(r for _k, r in items)
-        self.values = tuple(values)
-        self.mass = sum(costs)
-        self.c0 = c0
+    def __init__(
+        self,
+        shape: tuple[tuple[str, tuple[str, ...]], ...],
+        values: tuple[float, ...],
+        mass: float,
+        c0: float,
+    ) -> None:
+        self.shape, self.values, self.mass, self.c0 = shape, values, mass, c0
+        self._vectors: tuple[Vector, ...] | None = None
+        self._costs: tuple[float, ...] | None = None
         self._bins: dict[tuple[str, str], float] | None = None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Each token's kind."""
+        return tuple(kind for kind, _names in self.shape)
+
+    @property
+    def vectors(self) -> tuple[Vector, ...]:
+        """Each token's weighted resources, ``((name, amount), ...)`` in name order."""
+        if self._vectors is None:
+            vectors: list[Vector] = []
+            at = 0
+            values = self.values
+            for _kind, names in self.shape:
+                vectors.append(tuple(zip(names, values[at : at + len(names)], strict=True)))
+                at += len(names)
+            self._vectors = tuple(vectors)
+        return self._vectors
+
+    @property
+    def costs(self) -> tuple[float, ...]:
+        """What inserting or deleting each token costs (``c0 + |r|``)."""
+        if self._costs is None:
+            self._costs = tuple(self.c0 + norm(r) for r in self.vectors)
+        return self._costs
 
     @property
     def bins(self) -> dict[tuple[str, str], float]:
@@ -104,7 +121,54 @@ class Profile:
 
 def profile(items: Sequence[Item], c0: float) -> Profile:
     """The :class:`Profile` of a serialised request (``c0``: the structural cost)."""
-    return Profile(items, c0)
+    shape: list[tuple[str, tuple[str, ...]]] = []
+    values: list[float] = []
+    mass = 0.0
+    for kind, r in items:
+        shape.append((kind, tuple(name for name, _v in r)))
+        values += [v for _name, v in r]
+        mass += c0 + norm(r)
+    return Profile(tuple(shape), tuple(values), mass, c0)
+
+
+_EMPTY: tuple[str, ...] = ()
+_LAYOUTS: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[float, ...]] | None] = {}
+"""Resource names in a token's order -> the same names and their weights when they are in
+name order (None: they are not)."""
+
+
+def _layout(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[float, ...]] | None:
+    layout = _LAYOUTS.get(names, False)
+    if layout is False:
+        ordered = list(names) == sorted(names)
+        layout = _LAYOUTS[names] = (names, tuple(map(_weight, names))) if ordered else None
+    return layout  # type: ignore[return-value]
+
+
+def profile_of(c: Canonical, c0: float) -> Profile:
+    """The :class:`Profile` of a canonical request: ``profile(items(c), c0)`` in one pass
+    (the same shape, values and mass, bit for bit)."""
+    shape: list[tuple[str, tuple[str, ...]]] = []
+    values: list[float] = []
+    mass = 0.0
+    for t in c.tokens:
+        r = t.resources
+        if not r:
+            shape.append((t.kind, _EMPTY))
+            mass += c0 + 0
+            continue
+        layout = _layout(tuple(r))
+        if layout is None:  # not in name order (a form not made by canonical())
+            vector = items_of(t.kind, r)[1]
+            names = tuple(name for name, _v in vector)
+            amounts = [v for _name, v in vector]
+        else:
+            names, weights = layout
+            amounts = [v * w for v, w in zip(r.values(), weights, strict=True)]
+        shape.append((t.kind, names))
+        values += amounts
+        mass += c0 + sum(map(abs, amounts))
+    return Profile(tuple(shape), tuple(values), mass, c0)
 
 
 def lower_bound(p: Profile, q: Profile) -> float:
@@ -183,22 +247,23 @@ def _weight(name: str) -> float:
 _WEIGHTS: dict[str, float] = {}
 
 
+def items_of(kind: str, resources: Mapping[str, float]) -> Item:
+    """One token in the distance's units (ms of CPU, KiB), its resources in name order."""
+    if not resources:
+        return (kind, ())
+    weights = _WEIGHTS
+    vector = []
+    for k, v in sorted(resources.items()):
+        w = weights.get(k)
+        if w is None:
+            w = weights[k] = _weight(k)
+        vector.append((k, v * w))
+    return (kind, tuple(vector))
+
+
 def items(c: Canonical) -> tuple[Item, ...]:
     """The tokens of ``c`` in the distance's units (ms of CPU, KiB)."""
-    out: list[Item] = []
-    weights = _WEIGHTS
-    for t in c.tokens:
-        if not t.resources:
-            out.append((t.kind, ()))
-            continue
-        vector = []
-        for k, v in sorted(t.resources.items()):
-            w = weights.get(k)
-            if w is None:
-                w = weights[k] = _weight(k)
-            vector.append((k, v * w))
-        out.append((t.kind, tuple(vector)))
-    return tuple(out)
+    return tuple(items_of(t.kind, t.resources) for t in c.tokens)
 
 
 def mass(a: Sequence[Item], c0: float = 1.0) -> float:

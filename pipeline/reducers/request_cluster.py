@@ -39,9 +39,8 @@ from pipeline.reducers.edit_distance import (
     INF,
     Profile,
     bounded_distance,
-    items,
     lower_bound,
-    profile,
+    profile_of,
 )
 
 __all__ = [
@@ -148,7 +147,7 @@ class Clusterer:
 
     def add(self, c: Canonical) -> Assignment:
         """Place one request; its cluster and its distance to that cluster's representative."""
-        its = profile(items(c), self.c0)
+        its = profile_of(c, self.c0)
         best, best_d = self._nearest(its)
         if best is None or best_d > self.threshold:
             best = Cluster(len(self.clusters), c, _rep=its)
@@ -209,7 +208,7 @@ class Clusterer:
 
     def nearest(self, c: Canonical) -> Assignment:
         """The cluster nearest to ``c`` now, without adding it."""
-        best, d = self._nearest(profile(items(c), self.c0))
+        best, d = self._nearest(profile_of(c, self.c0))
         if best is None:
             raise ValueError("the model has no cluster yet")
         return Assignment(best.id, d)
@@ -286,10 +285,8 @@ class Clusterer:
             if d["id"] != n:
                 raise ValueError(f"cluster {n} is numbered {d['id']}")
             rep = Canonical.from_json(d["representative"])
-            its = profile(items(rep), model.c0)
-            sample = [
-                (c, profile(items(c), model.c0)) for c in map(Canonical.from_json, d["sample"])
-            ]
+            its = profile_of(rep, model.c0)
+            sample = [(c, profile_of(c, model.c0)) for c in map(Canonical.from_json, d["sample"])]
             model.clusters.append(
                 Cluster(
                     n,

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from pipeline.records.event_schema import EventSchema, event_schema
 from pipeline.records.events import Event
-from pipeline.reducers.canonical import canonical
-from pipeline.reducers.edit_distance import distance, items, mass
+from pipeline.reducers.canonical import Canonical, Token, canonical
+from pipeline.reducers.edit_distance import distance, items, mass, profile, profile_of
 from pipeline.reducers.request_cluster import (
     Assignment,
     Clusterer,
@@ -215,6 +215,32 @@ def test_the_distance_is_a_metric_bounded_below_by_the_mass(a: Any, b: Any, c: A
     assert d <= mass(a) + mass(b) + 1e-9
     assert distance(a, a) == 0.0
     assert distance(a, c) <= d + distance(b, c) + 1e-9
+
+
+FORM_TOKENS = st.lists(
+    st.tuples(
+        st.sampled_from(["Seg", "Fork", "ReqEnd"]),
+        st.dictionaries(
+            st.sampled_from(["cpu_ns", "disk_bytes", "net_bytes", "ops", "a_ns"]),
+            st.floats(-1e12, 1e12, allow_nan=False) | st.integers(0, 2**40),
+            max_size=4,
+        ),
+    ),
+    max_size=8,
+)
+
+
+@given(FORM_TOKENS, st.sampled_from([1.0, 0.5, 3]))
+@settings(max_examples=300, deadline=None)
+def test_a_profile_of_a_form_is_the_profile_of_its_items(tokens: Any, c0: float) -> None:
+    """Resources in any order (a form read back from JSON), amounts of every size: the same
+    shape, amounts and mass, bit for bit, and the same derived costs and bins."""
+    form = Canonical(tuple(Token(k, 0, r, 0) for k, r in tokens), 0, 1, {})
+    got, want = profile_of(form, c0), profile(items(form), c0)
+    assert (got.shape, got.values, got.mass) == (want.shape, want.values, want.mass)
+    assert (got.kinds, got.vectors, got.costs) == (want.kinds, want.vectors, want.costs)
+    assert got.bins == want.bins
+    assert list(got.vectors) == [r for _k, r in items(form)]
 
 
 def test_a_saved_model_goes_on_where_it_stopped(schema: EventSchema) -> None:
