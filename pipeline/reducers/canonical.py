@@ -74,7 +74,7 @@ class Canonical:
 
     def text(self) -> str:
         """The serialisation as text: ``ReqStart Seg[cpu_ns=30.1ms] ReqEnd``."""
-        return " ".join(_token_text(t) for t in self.tokens)
+        return " ".join([_token_text(t) for t in self.tokens])
 
     def to_json(self) -> JsonObject:
         """Plain values (JSON): ``tokens`` as ``[kind, tid, resources, start_ns]`` lists."""
@@ -104,14 +104,28 @@ def _token_text(t: Token) -> str:
     if t.kind != "Seg":
         return t.kind
     parts = []
+    units = _UNITS
     for name, v in t.resources.items():
-        if name.endswith("_ns"):
-            parts.append(f"{name}={v / 1e6:.1f}ms")
-        elif name.endswith("_bytes"):
-            parts.append(f"{name}={v / 1024:.1f}KiB")
-        else:
-            parts.append(f"{name}={v:g}")
+        unit = units.get(name)
+        if unit is None:
+            unit = units[name] = _unit(name)
+        prefix, scale, suffix = unit
+        parts.append(f"{prefix}{v / scale:.1f}{suffix}" if scale else f"{prefix}{v:g}")
     return f"Seg[{','.join(parts)}]"
+
+
+def _unit(name: str) -> tuple[str, float, str]:
+    """How an amount of resource ``name`` is written: ``name=``, its scale and unit (scale 0:
+    as it is, ``%g``)."""
+    if name.endswith("_ns"):
+        return f"{name}=", 1e6, "ms"
+    if name.endswith("_bytes"):
+        return f"{name}=", 1024, "KiB"
+    return f"{name}=", 0, ""
+
+
+_UNITS: dict[str, tuple[str, float, str]] = {}
+"""Resource name -> :func:`_unit`."""
 
 
 Segment = dict[str, float]

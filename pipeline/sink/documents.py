@@ -40,22 +40,23 @@ def stream_name(kind: str, dataset: str, namespace: str) -> str:
     return f"{kind}-{dataset}-{namespace}"
 
 
-_last_second: tuple[int, str] = (0, "1970-01-01T00:00:00")
-"""The second :func:`iso_ms` formatted last and its text: documents come in time order, many
-in one second."""
+_SECONDS: dict[int, str] = {}
+"""Seconds :func:`iso_ms` formatted lately -> their date and time: documents come in time
+order, many in one second, and a document names a few seconds (when it happened, when it was
+made); forgotten all at once past :data:`_SECONDS_KEPT`."""
+_SECONDS_KEPT = 4096
 
 
 def iso_ms(epoch_ms: int | float) -> str:
     """Epoch ms -> ``2026-11-22T05:11:00.123Z``: what ``datetime.fromtimestamp(epoch_ms / 1000,
     UTC).isoformat(timespec="milliseconds")`` writes, without ``+00:00`` (the fraction rounded
     to microseconds half to even, as :meth:`datetime.fromtimestamp` rounds, then truncated to
-    ms); the date and time of a second are formatted once.
+    ms); the date and time of a recent second are formatted once.
 
     Raises:
         ValueError, OverflowError: not a time :class:`datetime` can hold (NaN, infinite, a
             year out of range).
     """
-    global _last_second
     frac, whole = math.modf(epoch_ms / 1000)
     us = round(frac * 1e6)
     if us >= 1_000_000:
@@ -65,10 +66,13 @@ def iso_ms(epoch_ms: int | float) -> str:
         us += 1_000_000
         whole -= 1.0
     sec = int(whole)
-    last = _last_second
-    if last[0] != sec:
-        last = _last_second = (sec, datetime.fromtimestamp(sec, tz=UTC).isoformat()[:-6])
-    return f"{last[1]}.{us // 1000:03d}Z"
+    text = _SECONDS.get(sec)
+    if text is None:
+        text = datetime.fromtimestamp(sec, tz=UTC).isoformat()[:-6]
+        if len(_SECONDS) >= _SECONDS_KEPT:
+            _SECONDS.clear()
+        _SECONDS[sec] = text
+    return f"{text}.{us // 1000:03d}Z"
 
 
 def drop_none(d: Mapping[str, V | None]) -> dict[str, V]:
