@@ -223,10 +223,15 @@ def _write(
 def _json(obj: object) -> str:
     """``obj`` as compact JSON text: orjson, or the standard library for what orjson refuses
     (an integer beyond 64 bits)."""
+    return _json_bytes(obj).decode()
+
+
+def _json_bytes(obj: object) -> bytes:
+    """:func:`_json` as UTF-8 bytes."""
     try:
-        return orjson.dumps(obj).decode()
+        return orjson.dumps(obj)
     except TypeError:
-        return json.dumps(obj, separators=(",", ":"))
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def _extract(args: argparse.Namespace) -> int:
@@ -248,7 +253,7 @@ def _extract(args: argparse.Namespace) -> int:
                 assignment = clusterer.add(c)
                 for k, v in c.resources.items():
                     measured[k] = measured.get(k, 0.0) + v
-            spool.add(r.start_ns, request_dict(r, c, 0, None, None), assignment)
+            spool.add(r.start_ns, request_dict(r, c, None, None, None), assignment)
         model = None
         if clusterer is not None and len(spool):
             model = model_dict(clusterer, measured)
@@ -279,6 +284,7 @@ class _Spool:
     def __init__(self, clusterer: Clusterer | None) -> None:
         self._clusterer = clusterer
         self._file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by __exit__)
+        self._size = 0  # bytes written (tell() would ask the kernel every time)
         self._start = array("q")
         self._end = array("q")
         self._cluster = array("q")
@@ -294,10 +300,10 @@ class _Spool:
         return len(self._start)
 
     def add(self, start_ns: int, row: JsonObject, assignment: Assignment | None) -> None:
-        """One row (its ``request`` number is given by :meth:`lines`)."""
-        self._file.write(_json({k: v for k, v in row.items() if k != "request"}).encode())
+        """One row without its ``request`` number (:meth:`lines` gives it)."""
+        self._size += self._file.write(_json_bytes(row))
         self._start.append(start_ns)
-        self._end.append(self._file.tell())
+        self._end.append(self._size)
         if assignment is not None:
             self._cluster.append(assignment.cluster)
             self._distance.append(assignment.distance)

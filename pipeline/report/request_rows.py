@@ -23,11 +23,12 @@ from pipeline.reducers.stitch import Unattached
 
 
 def request_dict(
-    r: Request, c: Canonical, n: int, assignment: Assignment | None, outlier: bool | None
+    r: Request, c: Canonical, n: int | None, assignment: Assignment | None, outlier: bool | None
 ) -> JsonObject:
-    """One request as JSON-able values (times in ns and ms)."""
-    out: JsonObject = {
-        "request": n,
+    """One request as JSON-able values (times in ns and ms): ``request`` (its number ``n``;
+    None: no such key, the number is given later), then its fields."""
+    out: JsonObject = {} if n is None else {"request": n}
+    out |= {
         "start_ns": r.start_ns,
         "end_ns": r.end_ns,
         "duration_ms": (r.end_ns - r.start_ns) / 1e6,
