@@ -283,7 +283,7 @@ class _Spool:
 
     def __init__(self, clusterer: Clusterer | None) -> None:
         self._clusterer = clusterer
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by __exit__)
+        self._file = tempfile.TemporaryFile(buffering=1 << 20)  # noqa: SIM115 (closed by __exit__)
         self._size = 0  # bytes written (tell() would ask the kernel every time)
         self._start = array("q")
         self._end = array("q")

@@ -170,6 +170,15 @@ class EventSchema(_Frozen):
         dests = {dst: attr for _src, attr, dst in self.sync}
         return {name: (sources.get(name), dests.get(name)) for name in self.events}
 
+    @cached_property
+    def layout_roles(
+        self,
+    ) -> dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, str] | None, str | None]]:
+        """Event type -> what laying out a canonical request asks of it: its resource keys
+        (:attr:`EventType.resource_keys`) and its :attr:`sync_roles`, in one lookup."""
+        roles = self.sync_roles
+        return {name: (t.resource_keys, *roles[name]) for name, t in self.events.items()}
+
 
 def event_schema(data: Mapping[str, Any], source: str) -> EventSchema:
     """Build a schema from its parsed YAML.

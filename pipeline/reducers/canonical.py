@@ -168,25 +168,25 @@ def canonical(request: Request, schema: EventSchema) -> Canonical:
     seed, last = request.seed, request.events[-1]
     root = _tid(seed.attrs.get(thread_attr), threads)
     use_slices = bool(request.cpu)
-    types, roles = schema.events, schema.sync_roles
+    layout = schema.layout_roles
     laid: dict[int, _Thread] = {}
     for e in request.events:
         attrs = e.attrs
-        tid = _tid(attrs.get(thread_attr), threads)
-        if tid == NO_THREAD:
+        tid = attrs.get(thread_attr)  # _tid(), inline: it is asked for every event
+        if not isinstance(tid, int) or tid not in threads or tid == NO_THREAD:
             tid = root
         th = laid.get(tid)
         if th is None:
             th = laid[tid] = _Thread()
         th.carried.update(attrs)
         seg = th.seg
-        for attr_name, resource in types[e.ev].resource_keys:
+        resource_keys, src, dst_attr = layout[e.ev]
+        for attr_name, resource in resource_keys:
             if use_slices and resource == "cpu_ns":
                 continue
             v = attrs.get(attr_name)
             if isinstance(v, int | float) and not isinstance(v, bool):
                 seg[resource] = seg.get(resource, 0.0) + v
-        src, dst_attr = roles[e.ev]
         if not (e is seed or src is not None or dst_attr is not None or e is last):
             continue
         if seg:

@@ -49,7 +49,7 @@ def requests(draw: st.DrawFn) -> Request:
             if draw(st.integers(0, 2)) == 0:
                 attrs[name] = draw(AMOUNTS)
         events.append(Event(t, draw(TYPES), attrs, i + 1))
-    bound = tuple(draw(st.lists(st.sampled_from([1, 2, 3, True]), max_size=3, unique=True)))
+    bound = tuple(draw(st.lists(st.sampled_from([1, 2, 3, -1, True]), max_size=3, unique=True)))
     cpu = []
     if draw(st.integers(0, 3)) == 0:
         for _ in range(draw(st.integers(1, 4))):
