@@ -14,5 +14,5 @@ def doc_id(*parts: object) -> str:
     Args:
         parts: the values that identify the document; joined by ``str()`` with ``\\x1f``.
     """
-    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode())
+    h = hashlib.sha256("\x1f".join(map(str, parts)).encode())
     return base64.urlsafe_b64encode(h.digest()[:18]).decode()
