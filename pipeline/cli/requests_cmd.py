@@ -139,15 +139,17 @@ def _add_extract(x: argparse.ArgumentParser) -> None:
 
 
 def _events(path: Path, bad: list[ParseError]) -> Iterator[Event]:
+    name = str(path)
     with open(path, "rb") as fh:
         for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
             try:
-                yield parse_event_line(line, str(path), n)
+                e = parse_event_line(line, name, n)
             except ParseError as err:
-                bad.append(err)
-                sys.stderr.write(f"iolens: {err} (line skipped)\n")
+                if line.strip():  # blank lines are skipped
+                    bad.append(err)
+                    sys.stderr.write(f"iolens: {err} (line skipped)\n")
+                continue
+            yield e
 
 
 def _kernel(path: Path) -> Iterator[Event]:

@@ -261,10 +261,7 @@ def _schedule(
         ):
             first = _first_ts(items[tid], request.start_ns)
             walk.thread(tid, max(0, first - request.start_ns))
-    totals: dict[str, float] = {}
-    for t in walk.tokens:
-        for k, v in t.resources.items():
-            totals[k] = totals.get(k, 0.0) + v
+    totals = walk.totals
     critical_path_ns = max(walk.ends, default=0)
     return Canonical(tuple(walk.tokens), critical_path_ns, len(items), dict(sorted(totals.items())))
 
@@ -281,16 +278,19 @@ class _Walk:
         self.tokens: list[Token] = []
         self.walked: set[int] = set()
         self.ends: list[int] = []
+        self.totals: dict[str, float] = {}  # resource -> summed over the segments, in order
 
     def thread(self, tid: int, clock: int) -> None:
         """Walk thread ``tid`` from ``clock`` ns, descending at each Signal into the thread it
         resumes (when not walked already)."""
         self.walked.add(tid)
-        tokens, signals, new = self.tokens, self.signals, tuple.__new__
+        tokens, signals, new, totals = self.tokens, self.signals, tuple.__new__, self.totals
         for it in self.items[tid]:
             if isinstance(it, dict):
                 if it:
                     tokens.append(new(Token, ("Seg", tid, dict(sorted(it.items())), clock)))
+                    for k, v in it.items():
+                        totals[k] = totals.get(k, 0.0) + v
                 clock += int(it.get("cpu_ns", 0.0))
                 continue
             event, resume_key, key = it
