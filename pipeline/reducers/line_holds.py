@@ -12,6 +12,8 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:  # a type only: the parser does not load numpy through records.core
     from pipeline.records.core import LineRef
 
@@ -132,21 +134,36 @@ class ChunkHolds:
 
     def release(self, lines: Iterable[int]) -> list[int]:
         """Lines released: the end offsets of the chunks that hold no line any more (they are
-        forgotten), in the order they were released.
+        forgotten), in the order they were released. Counted a read at a time (the lines
+        found in their chunks by one sorted search), as if one by one.
 
         Raises:
             KeyError: a line is in no chunk held.
         """
+        at = np.fromiter(lines, dtype=np.int64)
+        if not len(at) or not self._first:
+            if len(at):
+                raise KeyError(f"line {int(at[0])} is in no chunk held")
+            return []
+        chunk = np.searchsorted(np.asarray(self._first, dtype=np.int64), at, side="right") - 1
+        last = np.asarray([ref.line_no for ref in self._refs], dtype=np.int64)
+        outside = (chunk < 0) | (at > last[np.maximum(chunk, 0)])
+        if outside.any():
+            raise KeyError(f"line {int(at[np.argmax(outside)])} is in no chunk held")
+        left = np.asarray(self._left, dtype=np.int64)
+        counts = np.bincount(chunk, minlength=len(left))
+        # a chunk is released by the release that brings it to 0, its left[i]-th
+        done = np.flatnonzero((left > 0) & (counts >= left))
         out: list[int] = []
-        left = self._left
-        for n in lines:
-            i = self._index(n)
-            left[i] -= 1
-            if not left[i]:
-                out.append(self._refs[i].end_offset)
-        if out:
-            keep = [i for i, n in enumerate(left) if n]
+        if len(done):
+            by = np.argsort(chunk, kind="stable")  # the releases, by chunk then as given
+            begin = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            when = by[begin[done] + left[done] - 1]
+            out = [self._refs[int(i)].end_offset for i in done[np.argsort(when)]]
+        left -= counts
+        keep = np.flatnonzero(left).tolist()
+        if len(keep) < len(self._left):
             self._first = [self._first[i] for i in keep]
             self._refs = [self._refs[i] for i in keep]
-            self._left = [left[i] for i in keep]
+        self._left = left[keep].tolist()
         return out
