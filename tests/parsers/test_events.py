@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from pipeline.errors import ConfigError
 from pipeline.formats.events.decode import event_json, parse_events, perf_sched_events
 from pipeline.parsers.errors import ParseError
 from pipeline.records.event_schema import Bind, event_schema
-from pipeline.records.events import Event
+from pipeline.records.events import Event, new_event
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "events"
 SCHEMAS = Path(__file__).resolve().parents[2] / "config" / "schemas"
@@ -30,6 +31,15 @@ def test_an_event_line_keeps_every_attribute() -> None:
         1,
     )
     assert next(parse_events([event_json(e)], "again")) == Event(e.ts_ns, e.ev, e.attrs, 1)
+
+
+def test_a_decoded_event_is_the_frozen_dataclass_init_would_make() -> None:
+    e = new_event(7, "Spin", {"tid": 1}, 3)
+    assert type(e) is Event
+    assert e == Event(7, "Spin", {"tid": 1}, 3)
+    assert (e.ts_ns, e.ev, e.attrs, e.line_no) == (7, "Spin", {"tid": 1}, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        e.ts_ns = 8  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 import orjson
 
 from pipeline.parsers.errors import ParseError
-from pipeline.records.events import Event
+from pipeline.records.events import Event, new_event
 
 
 def parse_event_line(line: bytes | str, path: str, line_no: int) -> Event:
@@ -57,7 +57,7 @@ def parse_event_line(line: bytes | str, path: str, line_no: int) -> Event:
         raise ParseError(path, line_no, f"'ts' must be a non-negative integer of ns, not {ts!r}")
     if not isinstance(ev, str) or not ev:
         raise ParseError(path, line_no, f"'ev' must be the event type (a string), not {ev!r}")
-    return Event(ts, ev, obj, line_no)
+    return new_event(ts, ev, obj, line_no)
 
 
 def parse_events(lines: Iterable[bytes | str], path: str, first_line: int = 1) -> Iterator[Event]:
