@@ -40,15 +40,12 @@ import dataclasses
 import json
 import re
 import sys
-import tempfile
-from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import orjson
-
+from pipeline.cli.request_spool import RequestSpool, json_text
 from pipeline.cli.subcommand import Subparsers, add_actions, add_command
 from pipeline.errors import ConfigError
 from pipeline.formats.events.decode import event_json, parse_event_line, perf_sched_events
@@ -209,31 +206,17 @@ def _write(
     the model as JSON lines (``--json``), or as text with ``summary``."""
     out = sys.stdout
     if args.json:
-        for line in map(_json, rows) if lines is None else lines:
+        for line in map(json_text, rows) if lines is None else lines:
             out.write(line + "\n")
         for obj in extra:
-            out.write(_json(obj) + "\n")
+            out.write(json_text(obj) + "\n")
         if model is not None:
-            out.write(_json({"model": model}) + "\n")
+            out.write(json_text({"model": model}) + "\n")
     else:
         print_requests(out, rows)
         if model is not None:
             print_model(out, model)
         out.write(summary)
-
-
-def _json(obj: object) -> str:
-    """``obj`` as compact JSON text: orjson, or the standard library for what orjson refuses
-    (an integer beyond 64 bits)."""
-    return _json_bytes(obj).decode()
-
-
-def _json_bytes(obj: object) -> bytes:
-    """:func:`_json` as UTF-8 bytes."""
-    try:
-        return orjson.dumps(obj)
-    except TypeError:
-        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def _extract(args: argparse.Namespace) -> int:
@@ -247,7 +230,7 @@ def _extract(args: argparse.Namespace) -> int:
     parser = RequestParser(schema)
     clusterer = Clusterer(args.threshold) if args.cluster else None
     measured: dict[str, float] = {}
-    with _Spool(clusterer) as spool:
+    with RequestSpool(clusterer) as spool:
         for r in extract(merge_streams(sources, schema), schema, parser):
             c = canonical(r, schema)
             assignment = None
@@ -270,68 +253,6 @@ def _extract(args: argparse.Namespace) -> int:
         else:
             _write(args, spool.rows(), model, [], summary)
     return 2 if bad else 0
-
-
-class _Spool:
-    """Request rows (:func:`request_dict`) as the join completes them, given back in order of
-    start (ties in completion order) and numbered so: kept as JSON text in a temporary file,
-    so that memory holds 24 bytes a request rather than its events.
-
-    Args:
-        clusterer: the model each request was placed in as it came (its cluster and distance
-            are added to its row, and its outlier flag against the final model); None: rows
-            without clustering.
-    """
-
-    def __init__(self, clusterer: Clusterer | None) -> None:
-        self._clusterer = clusterer
-        self._file = tempfile.TemporaryFile(buffering=1 << 20)  # noqa: SIM115 (closed by __exit__)
-        self._size = 0  # bytes written (tell() would ask the kernel every time)
-        self._start = array("q")
-        self._end = array("q")
-        self._cluster = array("q")
-        self._distance = array("d")
-
-    def __enter__(self) -> _Spool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._file.close()
-
-    def __len__(self) -> int:
-        return len(self._start)
-
-    def add(self, start_ns: int, row: JsonObject, assignment: Assignment | None) -> None:
-        """One row without its ``request`` number (:meth:`lines` gives it)."""
-        self._size += self._file.write(_json_bytes(row))
-        self._start.append(start_ns)
-        self._end.append(self._size)
-        if assignment is not None:
-            self._cluster.append(assignment.cluster)
-            self._distance.append(assignment.distance)
-
-    def lines(self) -> Iterator[str]:
-        """Each row as JSON text, in order of start, numbered, with its clustering."""
-        for n, i in enumerate(sorted(range(len(self._start)), key=self._start.__getitem__)):
-            at = self._end[i - 1] if i else 0
-            self._file.seek(at)
-            text = self._file.read(self._end[i] - at).decode()
-            tail = "}"
-            if self._clusterer is not None:
-                cluster, distance = self._cluster[i], self._distance[i]
-                more = {
-                    "cluster": cluster,
-                    "distance": distance,
-                    "outlier": self._clusterer.is_outlier(cluster, distance),
-                }
-                tail = "," + _json(more)[1:]
-            yield f'{{"request":{n},{text[1:-1]}{tail}'
-
-    def rows(self) -> Iterator[JsonObject]:
-        """Each row as values, as :meth:`lines` gives them."""
-        for line in self.lines():
-            row: JsonObject = orjson.loads(line)
-            yield row
 
 
 def _extract_stitched(
