@@ -60,10 +60,10 @@ class Profile:
         values: every token's resource amounts (ms of CPU, KiB), in token then name order.
         mass: what deleting every token costs (the sum of ``costs``).
         c0: the structural cost it was made with.
-        kinds, vectors, costs: each token's kind, weighted resources and what inserting or
-            deleting it costs (``c0 + |r|``); derived from ``shape`` and ``values`` when first
-            asked for (most comparisons are between requests of one shape and need only
-            ``values``).
+        costs: what inserting or deleting each token costs (``c0 + |r|``).
+        kinds, vectors: each token's kind and weighted resources, derived from ``shape`` and
+            ``values`` when first asked for (most comparisons are between requests of one
+            shape and need only ``values``).
     """
 
     __slots__ = ("_bins", "_costs", "_vectors", "c0", "mass", "shape", "values")
@@ -72,12 +72,13 @@ class Profile:
         self,
         shape: tuple[tuple[str, tuple[str, ...]], ...],
         values: tuple[float, ...],
-        mass: float,
+        costs: list[float],
         c0: float,
     ) -> None:
-        self.shape, self.values, self.mass, self.c0 = shape, values, mass, c0
+        self.shape, self.values, self.c0 = shape, values, c0
+        self.mass = sum(costs)  # sum(), not +=: from Python 3.12 it compensates rounding
+        self._costs = tuple(costs)
         self._vectors: tuple[Vector, ...] | None = None
-        self._costs: tuple[float, ...] | None = None
         self._bins: dict[tuple[str, str], float] | None = None
 
     @property
@@ -101,8 +102,6 @@ class Profile:
     @property
     def costs(self) -> tuple[float, ...]:
         """What inserting or deleting each token costs (``c0 + |r|``)."""
-        if self._costs is None:
-            self._costs = tuple(self.c0 + norm(r) for r in self.vectors)
         return self._costs
 
     @property
@@ -123,12 +122,12 @@ def profile(items: Sequence[Item], c0: float) -> Profile:
     """The :class:`Profile` of a serialised request (``c0``: the structural cost)."""
     shape: list[tuple[str, tuple[str, ...]]] = []
     values: list[float] = []
-    mass = 0.0
+    costs: list[float] = []
     for kind, r in items:
         shape.append((kind, tuple(name for name, _v in r)))
         values += [v for _name, v in r]
-        mass += c0 + norm(r)
-    return Profile(tuple(shape), tuple(values), mass, c0)
+        costs.append(c0 + norm(r))
+    return Profile(tuple(shape), tuple(values), costs, c0)
 
 
 _EMPTY: tuple[str, ...] = ()
@@ -150,12 +149,12 @@ def profile_of(c: Canonical, c0: float) -> Profile:
     (the same shape, values and mass, bit for bit)."""
     shape: list[tuple[str, tuple[str, ...]]] = []
     values: list[float] = []
-    mass = 0.0
+    costs: list[float] = []
     for t in c.tokens:
         r = t.resources
         if not r:
             shape.append((t.kind, _EMPTY))
-            mass += c0 + 0
+            costs.append(c0 + 0)
             continue
         layout = _layout(tuple(r))
         if layout is None:  # not in name order (a form not made by canonical())
@@ -167,8 +166,8 @@ def profile_of(c: Canonical, c0: float) -> Profile:
             amounts = [v * w for v, w in zip(r.values(), weights, strict=True)]
         shape.append((t.kind, names))
         values += amounts
-        mass += c0 + sum(map(abs, amounts))
-    return Profile(tuple(shape), tuple(values), mass, c0)
+        costs.append(c0 + sum(map(abs, amounts)))
+    return Profile(tuple(shape), tuple(values), costs, c0)
 
 
 def lower_bound(p: Profile, q: Profile) -> float:

@@ -138,7 +138,7 @@ class ChunkHolds:
         found in their chunks by one sorted search), as if one by one.
 
         Raises:
-            KeyError: a line is in no chunk held.
+            KeyError: a line is in no chunk held (nothing is counted then).
         """
         at = np.fromiter(lines, dtype=np.int64)
         if not len(at) or not self._first:
@@ -161,9 +161,11 @@ class ChunkHolds:
             when = by[begin[done] + left[done] - 1]
             out = [self._refs[int(i)].end_offset for i in done[np.argsort(when)]]
         left -= counts
+        if not out:  # (a chunk still open, its lines not counted yet, is kept)
+            self._left = left.tolist()
+            return out
         keep = np.flatnonzero(left).tolist()
-        if len(keep) < len(self._left):
-            self._first = [self._first[i] for i in keep]
-            self._refs = [self._refs[i] for i in keep]
+        self._first = [self._first[i] for i in keep]
+        self._refs = [self._refs[i] for i in keep]
         self._left = left[keep].tolist()
         return out

@@ -240,6 +240,8 @@ def test_a_profile_of_a_form_is_the_profile_of_its_items(tokens: Any, c0: float)
     assert (got.shape, got.values, got.mass) == (want.shape, want.values, want.mass)
     assert (got.kinds, got.vectors, got.costs) == (want.kinds, want.vectors, want.costs)
     assert got.bins == want.bins
+    assert got.mass == mass(items(form), c0)
+    assert type(got.mass) is type(mass(items(form), c0))
     assert list(got.vectors) == [r for _k, r in items(form)]
 
 

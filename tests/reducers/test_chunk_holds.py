@@ -1,5 +1,6 @@
 """ChunkHolds.release counts a read's released lines at once, as releasing them one by one
-would: the same chunks released in the same order, the same chunks kept."""
+would: the same chunks released in the same order, the same chunks kept (a line in no chunk
+is refused before anything is counted)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class OneByOne:
             self.left[i] -= 1
             if not self.left[i]:
                 out.append(self.last[i] * 10)
+        if not out:
+            return out
         keep = [i for i, n in enumerate(self.left) if n]
         self.first = [self.first[i] for i in keep]
         self.last = [self.last[i] for i in keep]
@@ -73,6 +76,18 @@ def test_a_read_of_releases_is_counted_as_one_by_one(case: tuple) -> None:
 def test_a_chunk_is_released_by_its_last_line_in_the_order_given() -> None:
     holds = holds_of([(1, 3, 2), (4, 6, 3), (7, 9, 1)])
     assert holds.release([4, 1, 7, 5, 3, 6]) == [90, 30, 60]
+    assert len(holds) == 0
+
+
+def test_a_chunk_still_open_is_kept_when_nothing_is_released() -> None:
+    holds = ChunkHolds()
+    holds.open(1, LineRef("k", "p", 2, 20))
+    holds.close(2)
+    holds.open(3, LineRef("k", "p", 7, 70))  # being read: not closed yet
+    assert holds.release([1]) == []
+    holds.close(1)
+    assert holds.release([3]) == [70]
+    assert holds.release([2]) == [20]
     assert len(holds) == 0
 
 
