@@ -27,8 +27,7 @@ def request_dict(
 ) -> JsonObject:
     """One request as JSON-able values (times in ns and ms): ``request`` (its number ``n``;
     None: no such key, the number is given later), then its fields."""
-    out: JsonObject = {} if n is None else {"request": n}
-    out |= {
+    out: JsonObject = {
         "start_ns": r.start_ns,
         "end_ns": r.end_ns,
         "duration_ms": (r.end_ns - r.start_ns) / 1e6,
@@ -42,7 +41,7 @@ def request_dict(
     }
     if assignment is not None:
         out |= {"cluster": assignment.cluster, "distance": assignment.distance, "outlier": outlier}
-    return out
+    return out if n is None else {"request": n, **out}
 
 
 def model_dict(model: Clusterer, measured: dict[str, float]) -> JsonObject:
