@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # a type only: the parser does not load numpy through records.core
-    from pipeline.records.core import LineRef
+from pipeline.records.core import LineRef
 
 
 class LineHolds:
