@@ -17,7 +17,9 @@ four rows sharing the time axis: the SLA percentile of each fio job (job scope, 
 the SLA dashed), await per LUN of the peer group (ms), the peer comparison's record score per
 LUN (0-100) and the Darshan jobs as spans from start to end; the incident's own fio jobs, LUN and
 Darshan jobs in :data:`HIGHLIGHT`, the rest :data:`MUTED`, ``[start, end]`` (``updated`` while
-open) shaded on every row. Plain searches, one per stream.
+open) shaded on every row. The lines sit at their intervals' ends (the peer scores at their
+windows' ends), as on every time axis of the report, and break where intervals are missing.
+Plain searches, one per stream.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from plotly.subplots import make_subplots
 
 from pipeline.records.json import Source
 from pipeline.report.incident_streams import Fetch, Streams, fetch_streams
+from pipeline.report.views.base import TIME_TITLE, add_line
 
 MAX_INCIDENTS = 5
 """Incidents drawn, the latest (by start) first."""
@@ -43,7 +46,15 @@ SHADE = "rgba(214, 39, 40, 0.12)"
 """Fill of the incident's ``[start, end]`` on every row."""
 PAD_MIN = timedelta(minutes=2)
 """Least time shown before the start and after the end (else a quarter of the duration)."""
-ROWS = ("fio p{pct} per job (ms)", "await per LUN (ms)", "peer record score", "Darshan jobs")
+ROWS = (
+    "fio p{pct} per job",
+    "await per LUN",
+    "peer comparison: record score per LUN",
+    "Darshan jobs (start to end)",
+)
+"""The rows' titles, top to bottom."""
+Y_TITLES = ("p{pct} latency, ms", "await, ms", "record score, 0-100", "Darshan job")
+"""The rows' y axis titles (their units)."""
 NOTE = (
     "Storage incidents (logs-iolens.incident), the latest first, each on one time axis with fio "
     "job latency, await, the peer comparison's score and the Darshan jobs; the incident's own "
@@ -170,16 +181,17 @@ def _span(inc: Incident) -> tuple[pd.Timestamp, pd.Timestamp]:
 def _lines(
     fig: go.Figure, row: int, df: pd.DataFrame, y: str, own: set[str], scale: float = 1.0
 ) -> None:
-    """One line per ``name`` in ``df``; those whose ``match`` (else ``name``) is in ``own``
-    highlighted and drawn last."""
+    """One line per ``name`` in ``df`` (``df[y] / scale`` over ``time``, broken in its gaps);
+    those whose ``match`` (else ``name``) is in ``own`` highlighted and drawn last."""
     key = "match" if "match" in df else "name"
     groups = sorted(df.groupby("name"), key=lambda g: (str(g[1][key].iloc[0]) in own, str(g[0])))
     for name, part in groups:
         mine = str(part[key].iloc[0]) in own
-        fig.add_scatter(
-            x=part["time"],
-            y=pd.to_numeric(part[y], errors="coerce") / scale,
-            mode="lines",
+        add_line(
+            fig,
+            part,
+            y,
+            scale=scale,
             name=str(name),
             line={"color": HIGHLIGHT if mine else MUTED, "width": 2.5 if mine else 1},
             legendgroup=f"row{row}",
@@ -266,13 +278,16 @@ def incident_figure(inc: Incident, streams: Streams) -> go.Figure:
     _lines(fig, 3, peer, "score", {inc.lun})
     _darshan(fig, inc, streams.darshan, lo, hi)
     _marks(fig, inc)
-    fig.update_xaxes(range=[_plain(lo), _plain(hi)])
+    fig.update_xaxes(type="date", range=[_plain(lo), _plain(hi)])  # a date axis without jobs
+    fig.update_xaxes(title=TIME_TITLE, row=4, col=1)
+    for row, title in enumerate(Y_TITLES, start=1):
+        fig.update_yaxes(title=title.format(pct=f"{inc.sla_percentile:g}"), row=row, col=1)
     fig.update_layout(
         title=f"{inc.lun}: {inc.start:%Y-%m-%d %H:%M:%S} UTC ({inc.status})",
         template="plotly_white",
         height=900,
         margin={"l": 60, "r": 20, "t": 70, "b": 40},
-        legend={"orientation": "h", "y": -0.06},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.1},
     )
     return fig
 

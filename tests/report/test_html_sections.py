@@ -55,12 +55,12 @@ DOCS: dict[str, list[dict[str, Any]]] = {
             "iolens": {
                 "io_diagnosis": {
                     "factors": {
-                        "ost_count": 0.1,
+                        "ost_count": 24.0,
                         "small": 0.5,
                         "small_1k": 0.2,
                         "non_consec": 0.1,
                         "coll": 0.0,
-                        "proc_per_ost": 0.1,
+                        "proc_per_ost": 2.7,
                     }
                 }
             },
@@ -70,7 +70,12 @@ DOCS: dict[str, list[dict[str, Any]]] = {
         {
             "@timestamp": at(m),
             "lmt": {
-                "ost": {"name": f"OST000{k}", "read_bytes_per_s": 1e8, "write_bytes_per_s": 2e8}
+                "ost": {
+                    "name": f"OST000{k}",
+                    "read_bytes_per_s": 1e8,
+                    "write_bytes_per_s": 2e8,
+                    "interval_s": 60.0,
+                }
             },
         }
         for m in range(3)

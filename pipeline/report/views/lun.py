@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from pipeline.report.views.base import Fetch, Section, fetch_frame, figure, section
+from pipeline.report.views.base import (
+    Fetch,
+    Section,
+    add_line,
+    fetch_frame,
+    figure,
+    section,
+    time_figure,
+)
 
 NOTE = (
     "Downsampled sysstat disk metrics (metrics-sysstat.diskio) and the hourly persistence "
@@ -19,8 +27,13 @@ RANKED = 20
 """LUNs shown in the persistence ranking."""
 
 
+METRICS = (("await", "await per LUN", "await, ms"), ("util", "%util per LUN", "%util, percent"))
+"""Of each disk figure: the column drawn, the figure's title and its y axis title."""
+
+
 def disk_figures(fetch: Fetch) -> list[go.Figure]:
-    """Await (ms) and %util per LUN (``host/device``) over time; none without documents."""
+    """Await (ms) and %util (percent, 0-100) per LUN (``host/device``) over time, at each
+    interval's end, a line broken where intervals are missing; none without documents."""
     fields = {
         "time": "@timestamp",
         "host": "host.name",
@@ -33,16 +46,17 @@ def disk_figures(fetch: Fetch) -> list[go.Figure]:
         return []
     df["name"] = df["host"].astype(str) + "/" + df["lun"].astype(str)
     figures = []
-    for metric, unit in (("await", "ms"), ("util", "%")):
-        fig = figure(f"{'await' if metric == 'await' else '%util'} per LUN", unit)
+    for metric, title, y_title in METRICS:
+        fig = time_figure(title, y_title)
         for name, part in df.groupby("name"):
-            fig.add_scatter(x=part["time"], y=part[metric], mode="lines", name=str(name))
+            add_line(fig, part, metric, name=str(name))
         figures.append(fig)
     return figures
 
 
 def ranking_figure(fetch: Fetch) -> go.Figure | None:
-    """The latest persistence ranking as horizontal bars, rank 1 on top."""
+    """The latest persistence ranking as horizontal bars, rank 1 on top (its ``@timestamp``,
+    the end of the ranking period, an hour by default, in the title)."""
     fields = {
         "time": "@timestamp",
         "lun": "iolens.persistence.lun",
@@ -54,10 +68,11 @@ def ranking_figure(fetch: Fetch) -> go.Figure | None:
     if rank.empty:
         return None
     last = rank[rank["time"] == rank["time"].max()].sort_values("rank").head(RANKED)
-    fig = figure(f"persistence ranking at {last['time'].iloc[0]:%Y-%m-%d %H:%M}", "")
+    title = f"persistence ranking, period ending {last['time'].iloc[0]:%Y-%m-%d %H:%M} UTC"
+    x_title = "persistence accumulator, windows (+1 anomalous, -1 not)"
+    fig = figure(title, "LUN (host/device)", x_title=x_title)
     fig.add_bar(x=last["value"], y=last["lun"].astype(str), orientation="h", name="rank")
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title="accumulated anomaly")
     return fig
 
 
