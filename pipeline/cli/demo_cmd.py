@@ -28,23 +28,24 @@ from pathlib import Path
 
 from rich.console import Console
 
-from pipeline.assets import required
 from pipeline.cli.common import Cluster
 from pipeline.cli.report_cmd import DEFAULT_SPAN, write_report
 from pipeline.cli.run_cmd import add_redeliver
 from pipeline.cli.subcommand import Subparsers, add_command
 from pipeline.demo import findings
-from pipeline.demo.data import CLEAN_RECORDING, lay_out
+from pipeline.demo.data import lay_out, recording, sysstat_recording
 from pipeline.demo.layout import DemoLayout, choose_layout, demo_settings, refuse_config
 from pipeline.demo.show import (
     fio_table,
     print_diagnosis,
+    print_incidents,
     print_indicted,
     print_next,
     workload_table,
 )
 from pipeline.jobs.main_job import MainJob
 from pipeline.jobs.summary import RunSummary
+from pipeline.lab.observe import incidents
 from pipeline.report.summary import cluster_latency_rows, print_summary
 from pipeline.settings import Settings
 from pipeline.sink.client import Client
@@ -67,7 +68,8 @@ def add_parser(sub: Subparsers, name: str) -> None:
 
 
 def train_thresholds(settings: Settings, console: Console) -> None:
-    """Peer thresholds trained on the fault-free recording, unless the file is there already."""
+    """Peer thresholds trained on the warm-up of the incident recording (what precedes the
+    fault's onset, as the lab trains them), unless the file is there already."""
     from pipeline.cli.peer_options import params_of
     from pipeline.jobs.peer_diagnosis import train
     from pipeline.jobs.peer_recording import load
@@ -76,15 +78,17 @@ def train_thresholds(settings: Settings, console: Console) -> None:
     path = Path(peer.thresholds_file or Path(settings.state_dir) / "thresholds.json")
     if path.exists():
         return
-    rec = load([required(*CLEAN_RECORDING)], peer.downsample_s)
-    thresholds = train(rec, peer.metrics, peer.groups, params_of(peer), None)
+    until_s = recording().onset_s
+    rec = load([sysstat_recording()], peer.downsample_s)
+    thresholds = train(rec, peer.metrics, peer.groups, params_of(peer), until_s)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.new")
     tmp.write_text(json.dumps(thresholds.to_dict(), indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+    warm_up = datetime.fromtimestamp(until_s, UTC).strftime("%H:%M:%S UTC")
     for e in thresholds.entries:
         console.print(
-            f"peer thresholds trained on the fault-free recording ({CLEAN_RECORDING[-1]}): "
+            f"peer thresholds trained on the incident recording's warm-up (until {warm_up}): "
             f"group {e.group!r}, {e.metric} {e.threshold:.3g} over {e.windows} windows",
             highlight=False,
         )
@@ -100,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     placed = lay_out(layout.drops)
     new = sum(p.copied for p in placed)
     console.print(
-        f"demo data: {len(placed)} files in {len({p.drop for p in placed})} drop directories "
+        f"demo data: {len(placed)} files of {len({p.drop for p in placed})} drop types "
         f"under {layout.drops}" + (f" ({new} copied now)" if new else ""),
         highlight=False,
     )
@@ -147,6 +151,8 @@ def nothing_new(summary: RunSummary, layout: DemoLayout) -> str:
 def show(client: Client, namespace: str, console: Console) -> None:
     """Each stream's findings, as indexed."""
     refresh(client, f"logs-*-{namespace},metrics-*-{namespace}")
+    console.print()
+    print_incidents(console, incidents(client, namespace, 0.0), recording().jobs)
     console.print()
     console.print(fio_table(cluster_latency_rows(client, namespace)))
     print_indicted(console, findings.indicted(client, namespace))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cli.subcommand import Subparsers
-from pipeline.lab.params import LabParams
+from pipeline.lab.params import LabParams, LabResult
 from pipeline.lab.run import Lab
 from pipeline.lab.site import SiteLab
 from pipeline.lab.storage import LabError
@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     except LabError as err:
         print(f"iolens lab: {err}", file=sys.stderr)
         return 1
+    save_result(result)
     if args.json:
         print(json.dumps(result.incidents, indent=2))
     else:
@@ -124,3 +125,11 @@ def run(args: argparse.Namespace) -> int:
 
         print(render(result))
     return 0
+
+
+def save_result(result: LabResult) -> Path:
+    """Write the run (:meth:`LabResult.to_json`) to ``result.json`` in the lab directory, where
+    ``scripts/record_incident.py`` reads it; returns the path."""
+    path = result.params.lab_dir / "result.json"
+    path.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    return path

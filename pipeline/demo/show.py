@@ -7,12 +7,14 @@ import shlex
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from pipeline.demo.findings import Cluster, Diagnosis, Indicted
+from pipeline.lab.text import incident_lines
 
 MIB = 2**20
 
@@ -37,6 +39,19 @@ def fio_table(rows: Sequence[Mapping[str, object]], ddir: str = "mixed") -> Tabl
             *(f"{float(str(r[k])) / 1000:,.1f}" for k in ("p50", "p95", "p99", "max")),
         )
     return t
+
+
+def print_incidents(
+    console: Console, docs: Sequence[Mapping[str, Any]], names: Mapping[str, str]
+) -> None:
+    """The incidents (``logs-iolens.incident`` sources) as ``iolens lab`` prints them, the
+    jobs named by ``names`` (job id -> name); or that there was none."""
+    if not docs:
+        console.print("[b]incidents[/b]: none (no LUN was persistently anomalous among its peers)")
+        return
+    console.print(f"[b]incidents[/b]: {len(docs)}, each across fio, sysstat and Darshan")
+    for doc in docs:
+        console.print(escape("\n".join(incident_lines(doc, names))), highlight=False)
 
 
 def print_indicted(console: Console, found: Sequence[Indicted]) -> None:
@@ -78,7 +93,7 @@ def print_diagnosis(console: Console, d: Diagnosis | None) -> None:
         return
     s = d.source
     console.print(
-        f"[b]Darshan[/b]: {d.jobs} jobs, {d.diagnosed} with low bandwidth diagnosed; the slowest, "
+        f"[b]Darshan[/b]: {d.jobs} jobs, {d.diagnosed} diagnosed; the slowest, "
         f"job {d.job_id} ({d.exe}), {s['direction']}s at "
         f"{s['critical_bytes_per_s'] / MIB:,.1f} MiB/s on its critical path",
         highlight=False,

@@ -49,6 +49,14 @@ from pipeline.sink.search import ClusterUnavailable, RequestRejected, iter_hits,
 
 log = logging.getLogger(__name__)
 
+STREAMS = (
+    "metrics-iolens.peer_anomaly",
+    "metrics-iolens.persistence",
+    "metrics-fio.latency",
+    "logs-iolens.io_diagnosis",
+)
+"""The data streams an incident is correlated from (each refreshed before a run reads it)."""
+
 
 def _epoch_s(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
@@ -172,7 +180,7 @@ class IncidentJob:
         stored = self._stored_incidents(now - cfg.lookback_s - cfg.gap_s)
         opened = [i.start_s for i in stored if i.open]
         since = min([now - cfg.lookback_s, *opened]) - cfg.gap_s
-        for stream in ("metrics-iolens.peer_anomaly", "logs-iolens.io_diagnosis"):
+        for stream in STREAMS:  # what the stages before wrote, searchable now
             refresh(self.client, f"{stream}-{self.ns}")
         peer = self.settings.peer
         lead = peer.ma_width * peer.downsample_s

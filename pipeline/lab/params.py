@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline.lab.darshan_build import default_cache_dir
@@ -213,6 +213,28 @@ class LabResult:
     def slow_lun(self) -> str:
         """The slowed LUN as the peer comparison names it."""
         return f"{self.host_of(self.params.slow)}/{self.devices[self.params.slow]}"
+
+    def to_json(self) -> JsonObject:
+        """The run as plain values (``<lab dir>/result.json``): the timeline (Unix s), the
+        slowed LUN, each LUN's device, host and mount point, the parameters, every job and
+        the incidents as indexed."""
+        params = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.params).items()}
+        luns = {
+            str(k): {"device": d, "host": self.host_of(k), "mount_point": self.mounts.get(k)}
+            for k, d in sorted(self.devices.items())
+        }
+        return {
+            "host": self.host,
+            "t0_s": self.t0_s,
+            "onset_s": self.onset_s,
+            "fault_end_s": self.fault_end_s,
+            "end_s": self.end_s,
+            "slow_lun": self.slow_lun,
+            "luns": luns,
+            "params": params,
+            "jobs": [asdict(j) for j in self.jobs],
+            "incidents": list(self.incidents),
+        }
 
 
 def mpi_iterations(p: LabParams) -> int:

@@ -20,7 +20,10 @@ from elasticsearch import Elasticsearch
 from pipeline.sink.embedded import free_port, stop_detached
 
 sys.path.insert(0, str(Path(__file__).parent))
+from browser import render
 from demo_expected import EXPECTED
+
+from pipeline.demo.data import recording
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "default"
@@ -84,21 +87,29 @@ def test_the_demo_indexes_every_stream_and_shows_what_each_found(
     assert first.returncode == 0, first.stderr
     assert counts(clone) == EXPECTED
     out = first.stdout
-    assert "10 files in 5 drop directories under var/demo/drops (10 copied now)" in out
-    assert "group 'luns', await 1.12 over 10 windows" in out
-    # fio: the first mixed interval of the two hosts (reads and writes)
-    assert "05:25:01 │ 48,568 │ 122.4 │ 160.4 │ 195.1 │  2,359.3" in out
-    # sysstat: loop3, slowed from 06:35:44, faulty from window 6 (ends 06:36:58), 73 s after
-    assert "vm/loop3 indicted among the LUNs of peer group 'luns' on await" in out
-    assert "faulty from 2026-11-22 06:36:58 UTC (10 faulty windows)" in out
+    assert "181 files of 5 drop types under var/demo/drops (181 copied now)" in out
+    assert "trained on the incident recording's warm-up (until 13:37:56 UTC): group 'lab', " in out
+    assert "await 3.73 over 9 windows" in out
+    # first the incident the lab found live, with its id, on the LUN it slowed
+    rec = recording()
+    assert out.index("INCIDENT ") < out.index("fio: cluster-wide completion latency")
+    assert "INCIDENT icRZ7sH-os-GefY2AQQ6-fXI  closed  13:38:00 -> 13:41:10 UTC (190 s)" in out
+    assert f"LUN           {rec.slow_lun} mounted at /tmp/lab/storage/mnt/lun3" in out
+    assert "18 faulty windows, record score up to 100, persistence rank 1" in out
+    assert "6 intervals over p95 < 10 ms: vm/lun3.1" in out
+    assert "48956032 (mpiio)" in out
+    # fio: 30 s intervals; the fault's shows p95 above 20 ms (its delay)
+    assert "13:39:00 │  12,000 │ 229.8 │ 20,726.9 │ 41,506.1 │ 63,963.1 │" in out
+    # sysstat: the slowed LUN, faulty 24 s after the onset (13:37:56)
+    assert f"{rec.slow_lun} indicted among the LUNs of peer group 'lab' on await" in out
+    assert "faulty from 2026-11-29 13:38:20 UTC (18 faulty windows)" in out
     assert "persistence rank 1 in the newest ranking" in out
-    # Darshan: sample-badost's slow OST
-    assert "job 6265799 (ior), writes at 673.3 MiB/s on its critical path" in out
-    assert "ior-posix.out.00001507: 98.8% of the critical path, on OST 14" in out
-    assert "cause slow_ost (darshan): OST 14 is slow" in out
+    # Darshan: the slowest job is a fio segment on the slowed LUN during the fault
+    assert "Darshan: 89 jobs, 89 diagnosed; the slowest, job 48956035 (fio)" in out
+    assert "critical file /tmp/lab/storage/mnt/lun3/fio.dat: 100.0% of the critical path" in out
     # events: the six request types of the test server
     assert "event log: 300 requests in 6 clusters (workload model)" in out
-    assert "ReqStart Fork TaskStart Seg[cpu_ns=15.1ms] TaskEnd" in out
+    assert "ReqStart Fork TaskStart" in out
     assert (clone[0] / "var" / "demo" / "report.html").is_file()
     assert "the embedded server keeps running" in out
     # the run that stopped left no lease behind: another instance takes each job at once
@@ -110,6 +121,25 @@ def test_the_demo_indexes_every_stream_and_shows_what_each_found(
     }
 
 
+def test_the_demo_report_opens_with_the_incident_and_draws_every_plot(
+    clone: tuple[Path, dict[str, str]], first: subprocess.CompletedProcess[str], tmp_path: Path
+) -> None:
+    """The whole report of the demo, rendered by headless Chromium: the incident section first,
+    every plot drawing marks, no script error."""
+    report = clone[0] / "var" / "demo" / "report.html"
+    page = report.read_text(encoding="utf-8")
+    assert "<script src=" not in page  # plotly.js is inline: no network needed
+    sections = re.findall(r"<h2>([^<]*)</h2>", page)
+    assert sections == ["Incidents", "fio latency", "LUN health", "HPC I/O", "Requests"]
+    incident = page[: page.index("<h2>fio latency</h2>")]
+    assert recording().slow_lun in incident
+    rendered = render(report, tmp_path)
+    assert rendered.errors == []
+    assert rendered.plots[0] == "plot-0-0"  # the incident's figure comes first
+    assert len(rendered.plots) == 14
+    assert [p for p, marks in rendered.drawn.items() if marks == 0] == []
+
+
 def test_a_second_demo_indexes_nothing_new_and_says_so(
     clone: tuple[Path, dict[str, str]], first: subprocess.CompletedProcess[str]
 ) -> None:
@@ -118,10 +148,11 @@ def test_a_second_demo_indexes_nothing_new_and_says_so(
     assert "nothing new indexed: the demo's files were delivered to this cluster already" in (
         again.stdout
     )
-    assert "(10 copied now)" not in again.stdout
+    assert "copied now" not in again.stdout
     # quiet at the default log level: the notices were said by the first run, the rest is routine
     assert " INFO " not in again.stderr and " WARNING " not in again.stderr, again.stderr
-    assert "vm/loop3 indicted" in again.stdout  # the findings are still shown
+    assert "vm/loop8 indicted" in again.stdout  # the findings are still shown
+    assert "INCIDENT icRZ7sH-os-GefY2AQQ6-fXI" in again.stdout
     assert counts(clone) == EXPECTED
 
 
@@ -130,27 +161,27 @@ def test_everyday_commands_show_the_demo_without_flags(
 ) -> None:
     status = iolens(clone, "status")
     assert status.returncode == 0, status.stderr
-    for name in ("randrw_clat_hist.1.log", "peer_fault.csv", "sample-badost.darshan", "http.jsonl"):
+    for name in ("randrw_clat_hist.1.log", "lab.csv", "sample-badost.darshan", "http.jsonl"):
         assert name in status.stdout
     assert "spool: 0 documents waiting" in status.stdout
     # each file with the cluster it was delivered to: the one status names
     [cluster] = re.findall(r"cluster id: (iolens:[0-9a-f]+)", status.stdout)
-    row = next(line for line in status.stdout.splitlines() if "peer_fault.csv" in line)
+    row = next(line for line in status.stdout.splitlines() if "lab.csv" in line)
     assert cluster in row
     assert "percentiles aggregation is not available on this cluster" in status.stdout
     assert status.stderr == ""
     report = iolens(clone, "report")
     assert report.returncode == 0, report.stderr
-    assert "report.html: 13 plots in 4 sections" in report.stderr
-    assert "older data shown for logs-darshan.job, logs-iolens.io_diagnosis" in report.stderr
+    # the last 7 days, or each quiet stream's newest week: the same figures whatever the date
+    assert "report.html: 14 plots in 5 sections; no data for pipeline" in report.stderr
     page = (clone[0] / "report.html").read_text()
-    assert "Nothing in this range in logs-darshan.job: its newest data is shown" in page
+    assert re.findall(r"<h2>([^<]*)</h2>", page)[0] == "Incidents"
     dead = iolens(clone, "deadletter", "list")
     assert dead.returncode == 0, dead.stderr
     assert "rejected input" in dead.stdout
     stats = iolens(clone, "darshan", "stats")
     assert stats.returncode == 0, stats.stderr
-    assert "jobs: 3 (3 with I/O)" in stats.stdout
+    assert "jobs: 89 (89 with I/O)" in stats.stdout
 
 
 def test_the_demo_refuses_a_configuration_of_its_own(
@@ -177,9 +208,10 @@ def test_where_the_demo_puts_things(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert config["state_dir"] == str(d / "state")
     assert config["embedded"] == {"data_dir": str(d / "noida-db")}
     assert [x["path"] for x in config["drops"]] == [
-        str(d / "drops" / t) for t in ("fio", "sadf", "darshan", "slurm", "events")
+        str(d / "drops" / t)
+        for t in ("incident/fio", "sadf", "darshan", "incident/slurm", "fio", "slurm", "events")
     ]
-    assert config["drops"][4]["schema"] == "http_server"  # the bundled schema, by name
+    assert config["drops"][6]["schema"] == "http_server"  # the bundled schema, by name
 
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "pipeline.yaml").write_text(
@@ -205,12 +237,12 @@ def test_a_demo_into_a_new_cluster_says_what_was_delivered_elsewhere(
     shutil.rmtree(root / "var" / "noida-db")  # a new cluster; the registry in var/state stays
     held = iolens(clone, "demo")
     assert held.returncode == 0, held.stderr
-    assert "nothing new indexed: 10 of the demo's files were delivered to another cluster" in (
+    assert "nothing new indexed: 181 of the demo's files were delivered to another cluster" in (
         held.stdout
     )
     assert "To read them into this cluster: iolens demo --redeliver" in held.stdout
-    assert "not read (delivered to another cluster): 10" in held.stdout
+    assert "not read (delivered to another cluster): 181" in held.stdout
     again = iolens(clone, "demo", "--redeliver")
     assert again.returncode == 0, again.stderr
-    assert "vm/loop3 indicted" in again.stdout
+    assert "vm/loop8 indicted" in again.stdout
     assert counts(clone) == EXPECTED

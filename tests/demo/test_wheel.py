@@ -105,6 +105,9 @@ def test_the_wheel_holds_what_iolens_reads_at_run_time(wheel: Path) -> None:
         "pipeline/assets/config/schemas/http_server.yaml",
         "pipeline/assets/kibana/rules/07-storage-incident.json",
         "pipeline/assets/demo/fio/node01/randrw_clat_hist.1.log",
+        "pipeline/assets/demo/incident/recording.json",
+        "pipeline/assets/demo/incident/fio/seg0006/lun3_clat_hist.1.log.gz",
+        "pipeline/assets/demo/incident/sadf/lab.csv",
         "pipeline/lab/mpiio_writer.c",
         "pipeline/lab/delayfs.py",
     ):
@@ -132,8 +135,9 @@ def test_the_installed_demo_runs_outside_a_checkout(user: dict[str, str]) -> Non
     demo = iolens(user, "demo")
     assert demo.returncode == 0, demo.stderr
     data = home / ".local" / "share" / "iolens" / "demo"
-    assert f"10 files in 5 drop directories under {data / 'drops'} (10 copied now)" in demo.stdout
-    assert "vm/loop3 indicted among the LUNs of peer group 'luns' on await" in demo.stdout
+    assert f"181 files of 5 drop types under {data / 'drops'} (181 copied now)" in demo.stdout
+    assert "vm/loop8 indicted among the LUNs of peer group 'lab' on await" in demo.stdout
+    assert "INCIDENT icRZ7sH-os-GefY2AQQ6-fXI  closed" in demo.stdout
     assert f"export IOLENS_CONFIG={data / 'iolens.yaml'}" in demo.stdout
     written = yaml.safe_load((data / "iolens.yaml").read_text())
     assert written["elasticsearch"] == {"url": user["IOLENS_ES_URL"]}  # the cluster it used
@@ -151,10 +155,10 @@ def test_the_installed_demo_runs_outside_a_checkout(user: dict[str, str]) -> Non
     with_config = user | {"IOLENS_CONFIG": str(data / "iolens.yaml")}
     status = iolens(with_config, "status")
     assert status.returncode == 0, status.stderr
-    assert "peer_fault.csv" in status.stdout
+    assert "lab.csv" in status.stdout
     report = iolens(with_config, "report", "--out", "r.html")
     assert report.returncode == 0, report.stderr
-    assert "r.html: 13 plots in 4 sections" in report.stderr
+    assert "r.html: 14 plots in 5 sections" in report.stderr
     stop = iolens(with_config, "server", "stop")
     assert stop.stdout == f"{data / 'noida-db'}: embedded server stopped\n"
 
