@@ -4,11 +4,13 @@ the script errors of the page."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CATCH = (
     "<script>window.addEventListener('error', function (e) {"
@@ -70,3 +72,16 @@ def render(report: Path, work: Path) -> Rendered:
     found = re.search(r'<html[^>]*data-errors="([^"]*)"', dom)
     errors = [e for e in (found.group(1).split(" | ") if found else []) if e.strip()]
     return Rendered(plots, drawn, errors, dom)
+
+
+def layouts(page: str) -> dict[str, dict[str, Any]]:
+    """Each plot's layout as the page hands it to ``Plotly.newPlot(id, data, layout, config)``
+    (plot id -> layout)."""
+    decoder = json.JSONDecoder()
+    out = {}
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"(plot-\d+-\d+)",\s*', page):
+        _data, at = decoder.raw_decode(page, m.end())
+        while page[at] in " ,\n":
+            at += 1
+        out[m.group(1)], _ = decoder.raw_decode(page, at)
+    return out

@@ -20,7 +20,7 @@ from elasticsearch import Elasticsearch
 from pipeline.sink.embedded import free_port, stop_detached
 
 sys.path.insert(0, str(Path(__file__).parent))
-from browser import render
+from browser import layouts, render
 from demo_expected import EXPECTED
 
 from pipeline.demo.data import recording
@@ -133,6 +133,15 @@ def test_the_demo_report_opens_with_the_incident_and_draws_every_plot(
     assert sections == ["Incidents", "fio latency", "LUN health", "HPC I/O", "Requests"]
     incident = page[: page.index("<h2>fio latency</h2>")]
     assert recording().slow_lun in incident
+    # every logarithmic axis is ticked where a reader reads values (no bare minor digits)
+    log_axes = [
+        (plot, name, axis)
+        for plot, layout in layouts(page).items()
+        for name, axis in layout.items()
+        if name.startswith(("xaxis", "yaxis")) and axis.get("type") == "log"
+    ]
+    assert len(log_axes) == 8
+    assert [(p, n) for p, n, a in log_axes if not a.get("tickvals") and a.get("dtick") != 1] == []
     rendered = render(report, tmp_path)
     assert rendered.errors == []
     assert rendered.plots[0] == "plot-0-0"  # the incident's figure comes first
