@@ -49,13 +49,12 @@ from pipeline.sink.search import ClusterUnavailable, RequestRejected, iter_hits,
 
 log = logging.getLogger(__name__)
 
-STREAMS = (
-    "metrics-iolens.peer_anomaly",
-    "metrics-iolens.persistence",
-    "metrics-fio.latency",
-    "logs-iolens.io_diagnosis",
-)
-"""The data streams an incident is correlated from (each refreshed before a run reads it)."""
+REFRESHED = ("metrics-iolens.peer_anomaly", "logs-iolens.io_diagnosis")
+"""The streams refreshed before every run: an incident starts from their latest documents."""
+SETTLED = ("metrics-iolens.persistence", "metrics-fio.latency")
+"""The other streams an incident is correlated from, refreshed too when the run settles what
+the stages before it just wrote (:meth:`IncidentJob.run` with ``settle``); a live job, run
+every tick, sees them once the cluster refreshes them itself, within a second."""
 
 
 def _epoch_s(iso: str) -> float:
@@ -108,14 +107,22 @@ class IncidentJob:
         """The data streams' namespace."""
         return self.settings.elasticsearch.namespace
 
-    def run(self) -> int:
+    def run(self, settle: bool = False) -> int:
         """Recompute the incidents of the look-back; returns documents written (new or
-        changed). A cluster that cannot answer postpones the run."""
+        changed). A cluster that cannot answer postpones the run.
+
+        Args:
+            settle: the stages before have just written what this run must see (``iolens run
+                --once``, the end of a run): every stream read is refreshed first, so that an
+                incident gets its persistence rank and fio breaches now rather than next tick.
+        """
         if not self.settings.incident.enabled:
             return 0
         try:
             if not self.lease():
                 return 0
+            for stream in SETTLED if settle else ():
+                refresh(self.client, f"{stream}-{self.ns}")
             incidents = self.incidents()
             docs = self._documents(incidents)
             stamp = self.fence() if self.fence is not None and docs else None
@@ -180,7 +187,7 @@ class IncidentJob:
         stored = self._stored_incidents(now - cfg.lookback_s - cfg.gap_s)
         opened = [i.start_s for i in stored if i.open]
         since = min([now - cfg.lookback_s, *opened]) - cfg.gap_s
-        for stream in STREAMS:  # what the stages before wrote, searchable now
+        for stream in REFRESHED:
             refresh(self.client, f"{stream}-{self.ns}")
         peer = self.settings.peer
         lead = peer.ma_width * peer.downsample_s

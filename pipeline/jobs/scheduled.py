@@ -157,4 +157,4 @@ class ScheduledJobs:
         summary.peer_windows += self.peer.run(force=True)
         if self.peer.thresholds is not None:
             flush()
-            summary.incidents += self.incident.run()
+            summary.incidents += self.incident.run(settle=True)
