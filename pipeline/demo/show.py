@@ -7,7 +7,6 @@ import shlex
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,6 +14,7 @@ from rich.table import Table
 
 from pipeline.demo.findings import Cluster, Diagnosis, Indicted
 from pipeline.lab.text import incident_lines
+from pipeline.records.json import Source
 
 MIB = 2**20
 
@@ -41,9 +41,7 @@ def fio_table(rows: Sequence[Mapping[str, object]], ddir: str = "mixed") -> Tabl
     return t
 
 
-def print_incidents(
-    console: Console, docs: Sequence[Mapping[str, Any]], names: Mapping[str, str]
-) -> None:
+def print_incidents(console: Console, docs: Sequence[Source], names: Mapping[str, str]) -> None:
     """The incidents (``logs-iolens.incident`` sources) as ``iolens lab`` prints them, the
     jobs named by ``names`` (job id -> name); or that there was none."""
     if not docs:
